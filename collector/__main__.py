@@ -1,0 +1,3 @@
+from collector.cli.main import main
+
+raise SystemExit(main())

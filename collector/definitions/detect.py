@@ -1,0 +1,32 @@
+"""Detect which agents are installed: any listed path exists, or any listed command is on PATH."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from collector.definitions.loader import AgentDefinition
+from collector.paths import Paths
+
+
+@dataclass(frozen=True, slots=True)
+class Detection:
+    agent: str
+    installed: bool
+    found_paths: tuple[str, ...]
+    found_commands: tuple[str, ...]
+
+
+def detect(defn: AgentDefinition, paths: Paths, env: Mapping[str, str] | None = None) -> Detection:
+    env = os.environ if env is None else env
+    spec = defn.raw.get("detect", {})
+    found_paths = tuple(
+        str(p) for p in (paths.expand(t, env) for t in spec.get("paths", [])) if p.exists()
+    )
+    search = env.get("PATH", os.defpath)
+    found_cmds = tuple(
+        str(w) for w in (shutil.which(c, path=search) for c in spec.get("commands", [])) if w
+    )
+    return Detection(defn.id, bool(found_paths or found_cmds), found_paths, found_cmds)

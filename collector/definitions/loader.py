@@ -1,0 +1,144 @@
+"""Load agent definitions.
+
+Built-in definitions come from ``agents.d/*.json`` in the project root; the user's config directory may
+hold ``agents.d/*.json`` too: a file whose ``id`` matches a built-in deep-merges into it (objects merge
+key by key, anything else replaces), a new ``id`` adds an agent. Every file is checked as JSON and, after
+merging, against ``schemas/agent-definition.schema.json``. A bad file is reported with its path, the JSON
+path of the problem and the reason, and skipped; the others still load.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import orjson
+
+from collector.paths import project_root
+
+
+@dataclass(frozen=True, slots=True)
+class DefinitionProblem:
+    file: str
+    json_path: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.file}: at {self.json_path}: {self.reason}"
+
+
+@dataclass(frozen=True, slots=True)
+class AgentDefinition:
+    id: str
+    raw: dict[str, Any]
+    files: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return str(self.raw.get("name", self.id))
+
+    @property
+    def parser(self) -> str:
+        return str(self.raw["parser"])
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.raw.get("enabled", True))
+
+    @property
+    def integrations(self) -> list[dict[str, Any]]:
+        return list(self.raw.get("integrations", []))
+
+    @property
+    def sources(self) -> list[dict[str, Any]]:
+        return list(self.raw.get("sources", []))
+
+    @property
+    def content_capture(self) -> bool:
+        return bool(self.raw.get("content_capture", False))
+
+
+@dataclass(slots=True)
+class LoadResult:
+    agents: dict[str, AgentDefinition] = field(default_factory=dict)
+    problems: list[DefinitionProblem] = field(default_factory=list)
+
+
+@lru_cache(maxsize=4)
+def _validator(schema_path: str) -> jsonschema.protocols.Validator:
+    schema = orjson.loads(Path(schema_path).read_bytes())
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _read(path: Path, problems: list[DefinitionProblem]) -> dict[str, Any] | None:
+    try:
+        data = orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError as exc:
+        problems.append(DefinitionProblem(str(path), "$", f"not valid JSON: {exc}"))
+        return None
+    except OSError as exc:
+        problems.append(DefinitionProblem(str(path), "$", f"cannot read: {exc.strerror or exc}"))
+        return None
+    if not isinstance(data, dict):
+        problems.append(DefinitionProblem(str(path), "$", "must be a JSON object"))
+        return None
+    if not isinstance(data.get("id"), str):
+        problems.append(DefinitionProblem(str(path), "$.id", "missing or not a string"))
+        return None
+    return data
+
+
+def _problems_of(validator: jsonschema.protocols.Validator, data: dict[str, Any], file: str) -> list[DefinitionProblem]:
+    errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
+    return [DefinitionProblem(file, e.json_path, e.message) for e in errors]
+
+
+def _files(directory: Path) -> Iterable[Path]:
+    return sorted(directory.glob("*.json")) if directory.is_dir() else []
+
+
+def load_definitions(override_dir: Path | None = None, builtin_dir: Path | None = None) -> LoadResult:
+    root = project_root()
+    builtin_dir = builtin_dir or root / "agents.d"
+    validator = _validator(str(root / "schemas" / "agent-definition.schema.json"))
+    result = LoadResult()
+    merged: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {}
+    for path in _files(builtin_dir):
+        data = _read(path, result.problems)
+        if data is not None:
+            merged[data["id"]] = (data, (str(path),))
+    for path in _files(override_dir) if override_dir else []:
+        data = _read(path, result.problems)
+        if data is None:
+            continue
+        base, files = merged.get(data["id"], ({}, ()))
+        candidate = deep_merge(base, data)
+        problems = _problems_of(validator, candidate, str(path))
+        if problems:  # a broken override leaves the built-in definition as it was
+            result.problems.extend(problems)
+            continue
+        merged[data["id"]] = (candidate, files + (str(path),))
+    for agent_id, (data, files) in sorted(merged.items()):
+        problems = _problems_of(validator, data, files[-1])
+        if problems:
+            result.problems.extend(problems)
+            continue
+        result.agents[agent_id] = AgentDefinition(agent_id, data, files)
+    return result

@@ -1,0 +1,1 @@
+"""Exporters: where entries go. Each implements the tiny interface in ``base``."""

@@ -1,0 +1,74 @@
+"""AgentActivityEntry: the one event schema every agent is turned into.
+
+Entries are flat dictionaries with dotted keys and JSON-native values; the dataclass below only builds
+them. ``schemas/activity-event.schema.json`` documents every field; README.md explains them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from collector import SCHEMA_VERSION
+
+EVENT_NAMES = (
+    "session.start",
+    "session.end",
+    "user.prompt",
+    "llm.request",
+    "llm.response",
+    "tool.call",
+    "tool.result",
+    "tool.approve",
+    "subagent.start",
+    "subagent.end",
+    "compaction",
+    "session.status",
+    "error",
+)
+
+# Fields that can carry what the user or the model wrote. The content policy drops them unless content
+# capture is on for the agent, keeping ``<field>.length`` and ``<field>.sha256``.
+CONTENT_FIELDS = (
+    "gen_ai.input.messages",
+    "gen_ai.output.messages",
+    "gen_ai.tool.call.arguments",
+    "gen_ai.tool.call.result",
+    "error.message",
+)
+
+
+def event_id(*parts: object) -> str:
+    """A deterministic id: the same native facts always give the same id (replays dedupe)."""
+    h = hashlib.sha256("\x1f".join("" if p is None else str(p) for p in parts).encode("utf-8"))
+    return h.hexdigest()[:32]
+
+
+@dataclass(slots=True)
+class AgentActivityEntry:
+    """Builder for one entry. ``attributes`` holds every optional dotted field."""
+
+    name: str
+    agent: str
+    time_ns: int
+    observed_ns: int
+    id: str
+    session_id: str | None = None
+    attributes: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "schema.version": SCHEMA_VERSION,
+            "event.id": self.id,
+            "event.name": self.name,
+            "time_unix_nano": self.time_ns,
+            "observed_time_unix_nano": self.observed_ns,
+            "gen_ai.agent.type": self.agent,
+        }
+        if self.session_id:
+            out["gen_ai.session.id"] = self.session_id
+        for key, value in self.attributes.items():
+            if value is not None:
+                out[key] = value
+        return out

@@ -1,0 +1,29 @@
+"""A raw record as a source yields it, before any agent-specific parsing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class RawRecord:
+    """One unit read by a source.
+
+    ``kind`` says what produced it: ``hook`` (a spool line written by our hook or plugin, or an HTTP
+    hook post), ``transcript`` (a line of the agent's own session file), ``sqlite`` (a database row),
+    ``json_file`` (a whole JSON document) or ``command`` (output of an external plugin).
+    ``data`` is the decoded JSON object. For spool lines it is our envelope:
+    ``{"ts": <receive time, float seconds>, "agent": id, "event": hook event name, "payload": {...}}``.
+    ``source_id`` identifies the stream (file identity, database path + table), ``position`` is an
+    opaque, stable position inside it (a byte offset, a row id); together they make deterministic ids.
+    ``observed_ns`` is when the collector read it. ``meta`` carries source facts such as ``path``.
+    """
+
+    agent: str
+    kind: str
+    data: dict[str, Any]
+    source_id: str
+    position: str
+    observed_ns: int
+    meta: dict[str, Any] = field(default_factory=dict)
