@@ -1,0 +1,589 @@
+"""Per-session status, derived from hook events: idle, running, waiting_for_input, ready_for_review,
+closed, error.
+
+A session's state is a *base* status (what the last lifecycle event said) plus a set of open *waits*
+(permission requests, questions to the user, elicitations), each keyed by the identity of the thing
+that waits (the tool call id; for a permission request, which carries no id in Claude Code, the id of
+the matching PreToolUse). The visible status is ``closed`` when closed, else ``waiting_for_input``
+while any wait is open, else the base status. A wait is cleared only by the result that matches it,
+so a parallel tool finishing cannot hide a pending wait; the turn's end (Stop, a new prompt, the
+session's end) clears them all, because the agent cannot be waiting any more.
+
+Which hook event does what is data: :data:`RULES`, keyed by agent id and hook event name. The tracker
+is pure (no I/O, no clock): feed it entries (:meth:`SessionStatusTracker.observe`, which reads
+``agent.hook_event_name`` from hook-derived entries and ignores the rest for status) or raw hook
+payloads (:meth:`SessionStatusTracker.observe_hook`); each returns the ``session.status`` entries to
+emit. :meth:`SessionStatusTracker.sessions` is the live picture for ``/v1/sessions``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from collector.model.entry import AgentActivityEntry, event_id
+
+IDLE = "idle"
+RUNNING = "running"
+WAITING = "waiting_for_input"
+READY = "ready_for_review"
+CLOSED = "closed"
+ERROR = "error"
+STATUSES = (IDLE, RUNNING, WAITING, READY, CLOSED, ERROR)
+
+# What a hook event does to a session.
+START = "start"  # base idle, waits cleared; a compaction restart keeps everything
+PROMPT = "prompt"  # base running, waits cleared (the user answered whatever was pending)
+ACTIVITY = "activity"  # base running (the agent is working)
+ASK = "ask"  # a question tool starts: opens a wait keyed by its tool call id
+PERMISSION = "permission"  # a permission request: opens a wait keyed by the tool call it is for
+ELICIT = "elicit"  # an MCP elicitation: opens a wait keyed by the elicitation id
+BLOCKED = "blocked"  # a notification that the agent is blocked on the user: a wait keyed by its type
+RESOLVE = "resolve"  # a tool result or permission decision: clears the matching wait
+RESOLVE_ELICIT = "resolve_elicit"  # an elicitation result: clears the matching elicitation wait
+SETTLE = "settle"  # the turn ended: ready_for_review
+FAIL = "fail"  # the turn ended with an error: error
+END = "end"  # the session ended: closed
+IGNORE = "ignore"
+
+
+@dataclass(frozen=True, slots=True)
+class When:
+    """A conditional rule: ``then`` if the signal's ``field`` is one of ``values``, else ``otherwise``."""
+
+    field: str
+    values: frozenset[str]
+    then: str
+    otherwise: str = ACTIVITY
+
+
+Rule = str | When
+
+# Claude Code and Qwen Code share the hook vocabulary (Qwen copied it).
+_CLAUDE_STYLE: dict[str, Rule] = {
+    "SessionStart": START,
+    "UserPromptSubmit": PROMPT,
+    "PreToolUse": When("tool_name", frozenset({"AskUserQuestion"}), ASK),
+    "PermissionRequest": PERMISSION,
+    "Elicitation": ELICIT,
+    "ElicitationResult": RESOLVE_ELICIT,
+    "Notification": When(
+        "notification_type",
+        frozenset({"permission_prompt", "agent_needs_input", "elicitation_dialog"}),
+        BLOCKED,
+        IGNORE,  # idle_prompt, auth_success, agent_completed: nothing to wait for
+    ),
+    "PostToolUse": RESOLVE,
+    "PostToolUseFailure": RESOLVE,
+    "PermissionDenied": RESOLVE,
+    "PostToolBatch": ACTIVITY,
+    "SubagentStart": ACTIVITY,
+    "SubagentStop": ACTIVITY,
+    "PreCompact": ACTIVITY,
+    "PostCompact": ACTIVITY,
+    "Stop": SETTLE,
+    "StopFailure": FAIL,
+    "SessionEnd": END,
+}
+
+RULES: dict[str, dict[str, Rule]] = {
+    "claude-code": _CLAUDE_STYLE,
+    "qwen-code": _CLAUDE_STYLE,
+    "codex": {
+        "SessionStart": START,
+        "UserPromptSubmit": PROMPT,
+        "PreToolUse": When("tool_name", frozenset({"request_user_input"}), ASK),
+        "PermissionRequest": PERMISSION,
+        "PostToolUse": RESOLVE,
+        "SubagentStart": ACTIVITY,
+        "SubagentStop": ACTIVITY,
+        "PreCompact": ACTIVITY,
+        "PostCompact": ACTIVITY,
+        "Stop": SETTLE,
+        "notify": SETTLE,  # agent-turn-complete
+        "Interrupt": SETTLE,  # the user stopped the turn: it is the user's move again
+        "SessionEnd": END,
+    },
+    "gemini-cli": {
+        "SessionStart": START,
+        "BeforeAgent": PROMPT,
+        "BeforeModel": ACTIVITY,
+        "AfterModel": ACTIVITY,
+        "BeforeToolSelection": ACTIVITY,
+        "BeforeTool": When("tool_name", frozenset({"ask_user"}), ASK),
+        "AfterTool": RESOLVE,
+        "PreCompress": ACTIVITY,
+        "Notification": When("notification_type", frozenset({"ToolPermission"}), BLOCKED, IGNORE),
+        "AfterAgent": SETTLE,
+        "SessionEnd": END,
+    },
+    "opencode": {
+        "event:session.created": START,
+        "chat.message": PROMPT,
+        "event:session.status": When("state", frozenset({"busy", "retry"}), ACTIVITY, IGNORE),
+        "tool.execute.before": When("tool_name", frozenset({"question"}), ASK),
+        "tool.execute.after": RESOLVE,
+        "permission.ask": PERMISSION,
+        "event:permission.asked": PERMISSION,
+        "event:permission.updated": PERMISSION,
+        "event:permission.replied": RESOLVE,
+        "event:session.idle": SETTLE,
+        "event:session.error": FAIL,
+        "event:session.deleted": END,
+    },
+}
+
+# Where a signal's facts live in a raw hook payload, first match wins ("a.b" walks into objects).
+_CLAUDE_FIELDS: dict[str, tuple[str, ...]] = {
+    "session_id": ("session_id",),
+    "tool_name": ("tool_name",),
+    "tool_call_id": ("tool_use_id", "tool_call_id"),
+    "tool_input": ("tool_input",),
+    "source": ("source",),
+    "notification_type": ("notification_type",),
+    "elicitation_id": ("elicitation_id",),
+    "mcp_server": ("mcp_server_name",),
+    "workspace": ("cwd",),
+}
+PAYLOAD_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
+    "claude-code": _CLAUDE_FIELDS,
+    "qwen-code": _CLAUDE_FIELDS,
+    "codex": {**_CLAUDE_FIELDS, "session_id": ("session_id", "thread-id")},
+    "gemini-cli": _CLAUDE_FIELDS,
+    "opencode": {
+        "session_id": ("input.sessionID", "input.properties.sessionID", "input.properties.info.id"),
+        "tool_name": ("input.tool", "input.properties.tool"),
+        "tool_call_id": ("input.callID", "input.tool.callID", "input.properties.callID",
+                         "input.properties.tool.callID"),
+        "wait_id": ("input.id", "input.properties.id", "input.properties.permissionID",
+                    "input.properties.requestID"),
+        "tool_input": ("output.args",),
+        "state": ("input.properties.status.type",),
+        "workspace": ("input.properties.info.directory",),
+    },
+}
+
+# Entry fields that carry the same facts, for entries built by the agent parsers.
+ENTRY_FIELDS: dict[str, tuple[str, ...]] = {
+    "session_id": ("gen_ai.session.id",),
+    "tool_name": ("gen_ai.tool.name",),
+    "tool_call_id": ("gen_ai.tool.call.id",),
+    "tool_args_sha256": ("gen_ai.tool.call.arguments.sha256",),
+    "tool_input": ("gen_ai.tool.call.arguments",),
+    "source": ("session.source",),
+    "notification_type": ("notification.type",),
+    "elicitation_id": ("elicitation.id",),
+    "mcp_server": ("gen_ai.mcp.server.name", "mcp.server.name"),
+    "wait_id": ("permission.id",),
+    "state": ("agent.status",),
+    "workspace": ("workspace.path",),
+}
+
+# Copied from the triggering entry onto the session.status entry.
+CONTEXT_FIELDS = ("user.id", "host.name", "workspace.path", "gen_ai.turn.id", "source.kind",
+                  "gen_ai.agent.scope")
+
+_MAX_RECENT_TOOLS = 64  # PreToolUse calls remembered per session to pair permission requests
+_MAX_COUNTED_IDS = 4096  # tool call / event ids remembered per session so replays do not count twice
+
+
+@dataclass(frozen=True, slots=True)
+class Signal:
+    """The facts of one hook event that matter for status."""
+
+    agent: str
+    session_id: str
+    hook_event: str
+    trigger_id: str
+    time_ns: int
+    observed_ns: int
+    facts: Mapping[str, Any]
+    context: Mapping[str, Any] = field(default_factory=dict)
+
+    def get(self, name: str) -> str | None:
+        value = self.facts.get(name)
+        return None if value is None else str(value)
+
+
+@dataclass(slots=True)
+class Wait:
+    kind: str
+    since_ns: int
+    tool_name: str | None = None
+
+    def to_dict(self, key: str) -> dict[str, Any]:
+        out: dict[str, Any] = {"key": key, "kind": self.kind, "since_unix_nano": self.since_ns}
+        if self.tool_name:
+            out["tool_name"] = self.tool_name
+        return out
+
+
+class _BoundedSet:
+    """Remembers the last ``cap`` keys (for dedupe of counters)."""
+
+    def __init__(self, cap: int) -> None:
+        self._items: OrderedDict[str, None] = OrderedDict()
+        self._cap = cap
+
+    def add(self, key: str) -> bool:
+        """True if ``key`` is new."""
+        if key in self._items:
+            return False
+        self._items[key] = None
+        if len(self._items) > self._cap:
+            self._items.popitem(last=False)
+        return True
+
+
+@dataclass(slots=True)
+class Counters:
+    day: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    tool_calls: int = 0
+    errors: int = 0
+
+
+@dataclass(slots=True)
+class SessionState:
+    agent: str
+    session_id: str
+    base: str | None = None
+    status: str | None = None
+    status_since_ns: int = 0
+    last_event_ns: int = 0
+    last_hook_event: str | None = None
+    workspace: str | None = None
+    model: str | None = None
+    waits: dict[str, Wait] = field(default_factory=dict)
+    recent_tools: OrderedDict[str, str] = field(default_factory=OrderedDict)  # fingerprint -> call id
+    counters: Counters = field(default_factory=Counters)
+    counted: _BoundedSet = field(default_factory=lambda: _BoundedSet(_MAX_COUNTED_IDS))
+
+    def visible(self) -> str | None:
+        if self.base == CLOSED:
+            return CLOSED
+        if self.waits:
+            return WAITING
+        return self.base
+
+
+def _walk(payload: Mapping[str, Any], dotted: str) -> Any:
+    node: Any = payload
+    for part in dotted.split("."):
+        if not isinstance(node, Mapping):
+            return None
+        node = node.get(part)
+    return node
+
+
+def _first(source: Mapping[str, Any], paths: Iterable[str], walk: bool) -> Any:
+    for path in paths:
+        value = _walk(source, path) if walk else source.get(path)
+        if value is not None:
+            return value
+    return None
+
+
+def _fingerprint(tool_name: str | None, facts: Mapping[str, Any]) -> str:
+    digest = facts.get("tool_args_sha256")
+    if digest is None and facts.get("tool_input") is not None:
+        raw = orjson.dumps(facts["tool_input"], option=orjson.OPT_SORT_KEYS)
+        digest = hashlib.sha256(raw).hexdigest()
+    return f"{tool_name or ''}\x1f{digest or ''}"
+
+
+def _day(time_ns: int) -> str:
+    return time.strftime("%Y-%m-%d", time.localtime(time_ns / 1e9))
+
+
+class SessionStatusTracker:
+    """Feed it events in order; it returns the ``session.status`` entries to emit."""
+
+    def __init__(self, rules: Mapping[str, Mapping[str, Rule]] | None = None, max_sessions: int = 2000,
+                 day_of: Callable[[int], str] = _day) -> None:
+        self._rules = RULES if rules is None else rules
+        self._sessions: OrderedDict[tuple[str, str], SessionState] = OrderedDict()
+        self._max_sessions = max_sessions
+        self._day_of = day_of
+
+    # -- input -------------------------------------------------------------------------------------
+
+    def observe(self, entry: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """Count an entry; if it came from a hook, apply its status rule."""
+        agent = entry.get("gen_ai.agent.type")
+        session_id = entry.get("gen_ai.session.id")
+        if not isinstance(agent, str) or not isinstance(session_id, str) or not session_id:
+            return []
+        if entry.get("event.name") == "session.status":
+            return []
+        state = self._state(agent, session_id)
+        self._count(state, entry)
+        hook_event = entry.get("agent.hook_event_name")
+        if not isinstance(hook_event, str):
+            return []
+        facts = {name: _first(entry, paths, walk=False) for name, paths in ENTRY_FIELDS.items()}
+        time_ns = int(entry.get("time_unix_nano") or 0)
+        signal = Signal(
+            agent=agent,
+            session_id=session_id,
+            hook_event=hook_event,
+            trigger_id=str(entry.get("event.id", "")),
+            time_ns=time_ns,
+            observed_ns=int(entry.get("observed_time_unix_nano") or time_ns),
+            facts=facts,
+            context={k: entry[k] for k in CONTEXT_FIELDS if entry.get(k) is not None},
+        )
+        return self.apply(signal)
+
+    def observe_hook(self, agent: str, hook_event: str, payload: Mapping[str, Any], trigger_id: str,
+                     time_ns: int, observed_ns: int | None = None) -> list[dict[str, Any]]:
+        """Apply a raw hook payload (as the spool or the ingest server received it)."""
+        paths = PAYLOAD_FIELDS.get(agent, _CLAUDE_FIELDS)
+        facts = {name: _first(payload, p, walk=True) for name, p in paths.items()}
+        session_id = facts.get("session_id")
+        if not session_id:
+            return []
+        context = {"workspace.path": facts["workspace"]} if facts.get("workspace") else {}
+        signal = Signal(agent, str(session_id), hook_event, trigger_id, time_ns,
+                        observed_ns if observed_ns is not None else time_ns, facts, context)
+        return self.apply(signal)
+
+    # -- the state machine -------------------------------------------------------------------------
+
+    def action_for(self, signal: Signal) -> str:
+        rule = self._rules.get(signal.agent, {}).get(signal.hook_event, IGNORE)
+        if isinstance(rule, When):
+            return rule.then if signal.get(rule.field) in rule.values else rule.otherwise
+        return rule
+
+    def apply(self, signal: Signal) -> list[dict[str, Any]]:
+        state = self._state(signal.agent, signal.session_id)
+        state.last_event_ns = max(state.last_event_ns, signal.time_ns)
+        state.last_hook_event = signal.hook_event
+        if signal.context.get("workspace.path"):
+            state.workspace = str(signal.context["workspace.path"])
+        action = self.action_for(signal)
+        if action == IGNORE:
+            return []
+        _ACTIONS[action](state, signal)
+        return self._emit(state, signal)
+
+    def _emit(self, state: SessionState, signal: Signal) -> list[dict[str, Any]]:
+        new = state.visible()
+        if new is None or new == state.status:
+            return []
+        previous, state.status, state.status_since_ns = state.status, new, signal.time_ns
+        attributes: dict[str, Any] = dict(signal.context)
+        attributes.update({
+            "session.status": new,
+            "session.previous_status": previous,
+            "agent.hook_event_name": signal.hook_event,
+            "session.waiting.count": len(state.waits) or None,
+        })
+        entry = AgentActivityEntry(
+            name="session.status",
+            agent=signal.agent,
+            time_ns=signal.time_ns,
+            observed_ns=signal.observed_ns,
+            id=event_id("session.status", signal.agent, signal.session_id, signal.trigger_id, new),
+            session_id=signal.session_id,
+            attributes=attributes,
+        )
+        return [entry.to_dict()]
+
+    # -- counters ----------------------------------------------------------------------------------
+
+    def _count(self, state: SessionState, entry: Mapping[str, Any]) -> None:
+        time_ns = int(entry.get("time_unix_nano") or 0)
+        state.last_event_ns = max(state.last_event_ns, time_ns)
+        model = entry.get("gen_ai.response.model") or entry.get("gen_ai.request.model")
+        if isinstance(model, str):
+            state.model = model
+        if isinstance(entry.get("workspace.path"), str):
+            state.workspace = entry["workspace.path"]
+        name = entry.get("event.name")
+        if name not in ("llm.response", "tool.call", "tool.result", "error"):
+            return
+        # A tool call seen from a hook and again from the transcript counts once.
+        ident = entry.get("gen_ai.tool.call.id") if name in ("tool.call", "tool.result") else None
+        if not state.counted.add(f"{name}\x1f{ident or entry.get('event.id')}"):
+            return
+        counters = self._today(state, time_ns)
+        if counters is None:
+            return
+        if name == "llm.response":
+            counters.input_tokens += int(entry.get("gen_ai.usage.input_tokens") or 0)
+            counters.output_tokens += int(entry.get("gen_ai.usage.output_tokens") or 0)
+        elif name == "tool.call":
+            counters.tool_calls += 1
+        elif name == "error" or entry.get("tool.result.status") == "error":
+            counters.errors += 1
+
+    def _today(self, state: SessionState, time_ns: int) -> Counters | None:
+        """The counters of the entry's day; None for a day older than the one being counted."""
+        day = self._day_of(time_ns)
+        if day > state.counters.day:
+            state.counters = Counters(day=day)
+        return state.counters if day == state.counters.day else None
+
+    # -- state -------------------------------------------------------------------------------------
+
+    def _state(self, agent: str, session_id: str) -> SessionState:
+        key = (agent, session_id)
+        state = self._sessions.get(key)
+        if state is None:
+            state = self._sessions[key] = SessionState(agent, session_id)
+            self._evict()
+        else:
+            self._sessions.move_to_end(key)
+        return state
+
+    def _evict(self) -> None:
+        """Keep at most ``max_sessions``, dropping the least recently active (closed ones first)."""
+        while len(self._sessions) > self._max_sessions:
+            closed = next((k for k, s in self._sessions.items() if s.status == CLOSED), None)
+            del self._sessions[closed if closed is not None else next(iter(self._sessions))]
+
+    def status_of(self, agent: str, session_id: str) -> str | None:
+        state = self._sessions.get((agent, session_id))
+        return state.status if state else None
+
+    def sessions(self, now_ns: int | None = None) -> list[dict[str, Any]]:
+        """The live picture, most recently active first. Counters are today's (local time)."""
+        today = self._day_of(now_ns if now_ns is not None else time.time_ns())
+        out = []
+        for state in reversed(self._sessions.values()):
+            counters = state.counters if state.counters.day == today else Counters(day=today)
+            out.append({
+                "agent": state.agent,
+                "session_id": state.session_id,
+                "status": state.status,
+                "status_since_unix_nano": state.status_since_ns or None,
+                "last_event_unix_nano": state.last_event_ns or None,
+                "last_hook_event": state.last_hook_event,
+                "workspace": state.workspace,
+                "model": state.model,
+                "input_tokens_today": counters.input_tokens,
+                "output_tokens_today": counters.output_tokens,
+                "tool_calls_today": counters.tool_calls,
+                "errors_today": counters.errors,
+                "waiting_for": [w.to_dict(k) for k, w in state.waits.items()],
+            })
+        return out
+
+    def summary(self) -> dict[str, int]:
+        counts = dict.fromkeys(STATUSES, 0)
+        for state in self._sessions.values():
+            if state.status:
+                counts[state.status] += 1
+        return counts
+
+
+# -- actions -----------------------------------------------------------------------------------------
+
+def _start(state: SessionState, signal: Signal) -> None:
+    if signal.get("source") == "compact" and state.base is not None:
+        return  # a compaction restart keeps the state
+    state.base = IDLE
+    state.waits.clear()
+
+
+def _prompt(state: SessionState, signal: Signal) -> None:
+    state.base = RUNNING
+    state.waits.clear()
+
+
+def _activity(state: SessionState, signal: Signal) -> None:
+    if state.base != CLOSED:
+        state.base = RUNNING
+    call_id = signal.get("tool_call_id")
+    if call_id:
+        fingerprint = _fingerprint(signal.get("tool_name"), signal.facts)
+        state.recent_tools[fingerprint] = call_id
+        state.recent_tools.move_to_end(fingerprint)
+        while len(state.recent_tools) > _MAX_RECENT_TOOLS:
+            state.recent_tools.popitem(last=False)
+
+
+def _ask(state: SessionState, signal: Signal) -> None:
+    _activity(state, signal)
+    key = signal.get("tool_call_id") or f"ask:{signal.trigger_id}"
+    state.waits[key] = Wait("question", signal.time_ns, signal.get("tool_name"))
+
+
+def _permission(state: SessionState, signal: Signal) -> None:
+    if state.base != CLOSED:
+        state.base = RUNNING
+    key = signal.get("wait_id") or signal.get("tool_call_id")
+    if key is None:  # Claude Code's PermissionRequest has no id: pair it with its PreToolUse
+        fingerprint = _fingerprint(signal.get("tool_name"), signal.facts)
+        key = state.recent_tools.get(fingerprint) or f"permission:{fingerprint}"
+    state.waits[key] = Wait("permission", signal.time_ns, signal.get("tool_name"))
+
+
+def _elicit(state: SessionState, signal: Signal) -> None:
+    if state.base != CLOSED:
+        state.base = RUNNING
+    state.waits[_elicitation_key(signal)] = Wait("elicitation", signal.time_ns)
+
+
+def _elicitation_key(signal: Signal) -> str:
+    return f"elicitation:{signal.get('elicitation_id') or signal.get('mcp_server') or ''}"
+
+
+def _blocked(state: SessionState, signal: Signal) -> None:
+    # A notification only tells that the agent is blocked; when a keyed wait is already open it
+    # adds nothing, otherwise it stands in until the next tool result or turn boundary.
+    if not state.waits:
+        state.waits[f"notification:{signal.get('notification_type')}"] = Wait("notification", signal.time_ns)
+
+
+def _resolve(state: SessionState, signal: Signal) -> None:
+    if state.base != CLOSED:
+        state.base = RUNNING
+    keys = {signal.get("wait_id"), signal.get("tool_call_id")}
+    fingerprint = _fingerprint(signal.get("tool_name"), signal.facts)
+    keys.add(f"permission:{fingerprint}")
+    for key in [k for k in state.waits if k in keys or state.waits[k].kind == "notification"]:
+        del state.waits[key]
+    if signal.get("tool_call_id"):
+        for fp in [fp for fp, cid in state.recent_tools.items() if cid == signal.get("tool_call_id")]:
+            del state.recent_tools[fp]
+
+
+def _resolve_elicit(state: SessionState, signal: Signal) -> None:
+    if state.base != CLOSED:
+        state.base = RUNNING
+    state.waits.pop(_elicitation_key(signal), None)
+
+
+def _end_turn(status: str) -> Callable[[SessionState, Signal], None]:
+    def apply(state: SessionState, signal: Signal) -> None:
+        state.base = status
+        state.waits.clear()
+        state.recent_tools.clear()
+
+    return apply
+
+
+_ACTIONS: dict[str, Callable[[SessionState, Signal], None]] = {
+    START: _start,
+    PROMPT: _prompt,
+    ACTIVITY: _activity,
+    ASK: _ask,
+    PERMISSION: _permission,
+    ELICIT: _elicit,
+    BLOCKED: _blocked,
+    RESOLVE: _resolve,
+    RESOLVE_ELICIT: _resolve_elicit,
+    SETTLE: _end_turn(READY),
+    FAIL: _end_turn(ERROR),
+    END: _end_turn(CLOSED),
+}
