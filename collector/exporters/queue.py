@@ -1,0 +1,508 @@
+"""A bounded, durable, on-disk queue in front of an exporter, with ordered delivery and backoff.
+
+``QueuedExporter(inner, dir, cap_bytes)`` is an :class:`Exporter` whose ``export()`` only appends the batch
+to segment files on disk (one JSON line per entry, fsync'd) and returns. A background thread reads the queue
+in order and hands batches to ``inner.export()``; on :class:`ExportError` it retries the *same* batch with
+exponential backoff, so a slow or dead backend never stalls the caller. Progress is an acknowledged position
+(segment number + byte offset) in ``ack.json``, replaced atomically after every delivered batch, so a
+``kill -9`` at any moment loses nothing: after a restart delivery resumes at the last acknowledged batch
+(at-least-once; entries keep their deterministic ids).
+
+Layout of ``dir``::
+
+    seg-00000000000000000001.jsonl   oldest segment still holding undelivered entries
+    seg-00000000000000000002.jsonl   ...
+    ack.json                         {"segment": 1, "offset": 4096, "dropped": 0, "delivered": 10}
+
+When the queue holds more than ``cap_bytes``, whole segments are dropped from the oldest end; the entries
+that were still undelivered in them are counted (``dropped``), logged, and kept in ``ack.json``.
+
+If ``inner`` has a ``tick(now_ns)`` method the delivery thread calls it about once a second when it has
+nothing else to do (the trace exporter closes idle turns there); an ``ExportError`` from ``tick`` is retried
+with the same backoff.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import random
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from collector.exporters.base import Entry, Exporter, ExportError
+
+log = logging.getLogger(__name__)
+
+ACK_FILE = "ack.json"
+SEGMENT_PREFIX = "seg-"
+SEGMENT_SUFFIX = ".jsonl"
+DEFAULT_CAP_BYTES = 512 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class QueueOptions:
+    """Tunables; the defaults suit a daemon, tests shrink them."""
+
+    max_batch: int = 512
+    max_batch_bytes: int = 4 * 1024 * 1024
+    segment_bytes: int | None = None  # default: cap/8, between 64 KiB and 8 MiB
+    backoff_initial: float = 0.5
+    backoff_max: float = 30.0
+    tick_interval: float = 1.0
+    drain_timeout: float = 2.0
+    max_unexpected_failures: int = 5
+
+
+@dataclass(slots=True)
+class _Position:
+    segment: int
+    offset: int
+
+
+@dataclass(slots=True)
+class _Batch:
+    entries: list[Entry]
+    segment: int
+    end_offset: int
+    lines: int
+    attempts: int = 0
+
+
+@dataclass(slots=True)
+class _Counters:
+    enqueued: int = 0
+    delivered: int = 0
+    dropped: int = 0
+    rejected: int = 0
+    corrupt: int = 0
+    failures: int = 0
+    last_error: str | None = None
+    last_success_ns: int | None = None
+    backend_up: bool | None = None
+
+
+def segment_name(number: int) -> str:
+    return f"{SEGMENT_PREFIX}{number:020d}{SEGMENT_SUFFIX}"
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data``: temp file, fsync, rename."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+class _SegmentStore:
+    """The files: append, read from a position, drop the oldest. Not thread-safe; the owner locks."""
+
+    def __init__(self, directory: Path, cap_bytes: int, segment_bytes: int) -> None:
+        self.dir = directory
+        self.cap_bytes = cap_bytes
+        self.segment_bytes = segment_bytes
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.segments: dict[int, int] = {}  # number -> size in bytes
+        for path in self.dir.glob(f"{SEGMENT_PREFIX}*{SEGMENT_SUFFIX}"):
+            try:
+                number = int(path.name[len(SEGMENT_PREFIX) : -len(SEGMENT_SUFFIX)])
+            except ValueError:
+                continue
+            self.segments[number] = path.stat().st_size
+        ack = self._read_ack()
+        self.head = _Position(int(ack.get("segment", 0)), int(ack.get("offset", 0)))
+        self.dropped_total = int(ack.get("dropped", 0))
+        self.delivered_total = int(ack.get("delivered", 0))
+        for number in [n for n in self.segments if n < self.head.segment]:
+            self._unlink(number)  # fully delivered before a crash, not yet removed
+        if not self.segments:
+            self.tail = max(self.head.segment, 1)
+            self.head = _Position(self.tail, 0)
+            self.segments[self.tail] = 0
+            self._path(self.tail).touch()
+        else:
+            self.tail = max(self.segments)
+            if self.head.segment not in self.segments:
+                self.head = _Position(min(self.segments), 0)
+            self._repair_tail()
+        self._fh = open(self._path(self.tail), "ab")  # noqa: SIM115 - kept open for appends
+        self.pending = self._count_pending()
+
+    # -- files ------------------------------------------------------------------------------------------
+    def _path(self, number: int) -> Path:
+        return self.dir / segment_name(number)
+
+    def _unlink(self, number: int) -> None:
+        self.segments.pop(number, None)
+        with contextlib.suppress(FileNotFoundError):
+            self._path(number).unlink()
+
+    def _read_ack(self) -> dict[str, Any]:
+        try:
+            data = orjson.loads((self.dir / ACK_FILE).read_bytes())
+        except FileNotFoundError:
+            return {}
+        except (orjson.JSONDecodeError, OSError) as exc:
+            log.error("queue %s: unreadable %s (%s); starting at the oldest segment", self.dir, ACK_FILE, exc)
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def write_ack(self) -> None:
+        body = {
+            "segment": self.head.segment,
+            "offset": self.head.offset,
+            "dropped": self.dropped_total,
+            "delivered": self.delivered_total,
+        }
+        write_atomic(self.dir / ACK_FILE, orjson.dumps(body))
+
+    def _repair_tail(self) -> None:
+        """Cut a torn last line (the process died inside a write)."""
+        path = self._path(self.tail)
+        size = self.segments[self.tail]
+        if size == 0:
+            return
+        with open(path, "rb+") as fh:
+            fh.seek(max(0, size - 1))
+            if fh.read(1) == b"\n":
+                return
+            data = path.read_bytes()
+            keep = data.rfind(b"\n") + 1
+            log.warning("queue %s: cutting a torn last line (%d bytes)", self.dir, size - keep)
+            fh.truncate(keep)
+            self.segments[self.tail] = keep
+
+    def _count_pending(self) -> int:
+        total = 0
+        for number in sorted(self.segments):
+            with open(self._path(number), "rb") as fh:
+                if number == self.head.segment:
+                    fh.seek(self.head.offset)
+                total += fh.read().count(b"\n")
+        return total
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(self.segments.values())
+
+    # -- operations ---------------------------------------------------------------------------------------
+    def append(self, lines: bytes, count: int) -> None:
+        self._fh.write(lines)
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        self.segments[self.tail] += len(lines)
+        self.pending += count
+        if self.segments[self.tail] >= self.segment_bytes:
+            self._rotate()
+
+    def _rotate(self) -> None:
+        self._fh.close()
+        self.tail += 1
+        self.segments[self.tail] = 0
+        self._fh = open(self._path(self.tail), "ab")  # noqa: SIM115
+
+    def enforce_cap(self) -> int:
+        """Drop whole oldest segments while over the cap; return how many undelivered entries went."""
+        dropped = 0
+        while self.total_bytes > self.cap_bytes and len(self.segments) > 1:
+            oldest = min(self.segments)
+            with open(self._path(oldest), "rb") as fh:
+                if oldest == self.head.segment:
+                    fh.seek(self.head.offset)
+                dropped += fh.read().count(b"\n")
+            self._unlink(oldest)
+            self.head = _Position(min(self.segments), 0)
+        if dropped:
+            self.pending -= dropped
+            self.dropped_total += dropped
+            self.write_ack()
+        return dropped
+
+    def read_batch(self, max_entries: int, max_bytes: int) -> tuple[list[bytes], int, int]:
+        """Lines from the head (one segment at most): (lines, segment, end offset)."""
+        self._skip_finished_segments()
+        number = self.head.segment
+        with open(self._path(number), "rb") as fh:
+            fh.seek(self.head.offset)
+            data = fh.read(max_bytes)
+        lines: list[bytes] = []
+        consumed = 0
+        start = 0
+        while len(lines) < max_entries:
+            end = data.find(b"\n", start)
+            if end < 0:
+                break
+            lines.append(data[start:end])
+            start = end + 1
+            consumed = start
+        if not lines and data and len(data) >= max_bytes:
+            # one line longer than max_bytes: read it whole
+            with open(self._path(number), "rb") as fh:
+                fh.seek(self.head.offset)
+                line = fh.readline()
+            if line.endswith(b"\n"):
+                lines.append(line[:-1])
+                consumed = len(line)
+        return lines, number, self.head.offset + consumed
+
+    def _skip_finished_segments(self) -> None:
+        while self.head.segment < self.tail and self.head.offset >= self.segments.get(self.head.segment, 0):
+            self._unlink(self.head.segment)
+            self.head = _Position(min(self.segments), 0)
+
+    def acknowledge(self, segment: int, end_offset: int, count: int, delivered: int) -> None:
+        if segment != self.head.segment or end_offset <= self.head.offset:
+            return  # the segment was dropped (cap) while the batch was out
+        self.head = _Position(segment, end_offset)
+        self.pending -= count
+        self.delivered_total += delivered
+        self._skip_finished_segments()
+        self.write_ack()
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+class QueuedExporter:
+    """Durable queue + ordered background delivery to ``inner`` (see module docstring)."""
+
+    def __init__(
+        self,
+        inner: Exporter,
+        dir: Path,  # noqa: A002 - the name the interface documents
+        cap_bytes: int = DEFAULT_CAP_BYTES,
+        options: QueueOptions | None = None,
+        start: bool = True,
+    ) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.options = options or QueueOptions()
+        segment_bytes = self.options.segment_bytes or max(64 * 1024, min(8 * 1024 * 1024, cap_bytes // 8))
+        self._store = _SegmentStore(Path(dir), cap_bytes, segment_bytes)
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._stopping = threading.Event()
+        self._closed = False
+        self._counters = _Counters(dropped=self._store.dropped_total, delivered=self._store.delivered_total)
+        self._thread: threading.Thread | None = None
+        if self._store.pending:
+            log.info("queue %s: %d entries left from a previous run", self.name, self._store.pending)
+        if start:
+            self.start()
+
+    # -- the Exporter interface ------------------------------------------------------------------------------
+    def export(self, batch: Sequence[Entry]) -> None:
+        if not batch:
+            return
+        if self._closed:
+            raise ExportError(f"{self.name}: queue is shut down", retryable=False)
+        try:
+            lines = b"".join(orjson.dumps(entry) + b"\n" for entry in batch)
+        except TypeError as exc:
+            raise ExportError(f"{self.name}: entry is not JSON-serialisable: {exc}", retryable=False) from exc
+        with self._wake:
+            try:
+                self._store.append(lines, len(batch))
+            except OSError as exc:
+                raise ExportError(f"{self.name}: cannot write queue: {exc}") from exc
+            self._counters.enqueued += len(batch)
+            dropped = self._store.enforce_cap()
+            if dropped:
+                self._counters.dropped += dropped
+                log.error(
+                    "queue %s over its cap of %d bytes: dropped the %d oldest entries (%d in total)",
+                    self.name,
+                    self._store.cap_bytes,
+                    dropped,
+                    self._counters.dropped,
+                )
+            self._wake.notify()
+
+    def shutdown(self) -> None:
+        """Deliver what can be delivered within ``drain_timeout``, then stop; the rest stays on disk."""
+        if self._closed:
+            return
+        self._closed = True
+        self.flush(self.options.drain_timeout)
+        self._stopping.set()
+        with self._wake:
+            self._wake.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=0.5)
+        try:
+            self.inner.shutdown()  # also aborts an export blocked inside the SDK's own retries
+        finally:
+            if self._thread is not None:
+                self._thread.join(timeout=30)
+            with self._lock:
+                self._store.close()
+
+    def stats(self) -> dict[str, Any]:
+        with self._lock:
+            c = self._counters
+            out: dict[str, Any] = {
+                "queued": self._store.pending,
+                "queued_bytes": self._store.total_bytes,
+                "cap_bytes": self._store.cap_bytes,
+                "segments": len(self._store.segments),
+                "enqueued": c.enqueued,
+                "delivered": c.delivered,
+                "dropped": c.dropped,
+                "rejected": c.rejected,
+                "corrupt": c.corrupt,
+                "failures": c.failures,
+                "backend_up": c.backend_up,
+                "last_error": c.last_error,
+                "last_success_ns": c.last_success_ns,
+            }
+        try:
+            out["inner"] = self.inner.stats()
+        except Exception as exc:  # noqa: BLE001 - status must never fail
+            out["inner"] = {"error": str(exc)}
+        return out
+
+    # -- control ------------------------------------------------------------------------------------------
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name=f"queue-{self.name}", daemon=True)
+            self._thread.start()
+
+    def flush(self, timeout: float) -> bool:
+        """Wait until everything queued has been delivered (or ``timeout`` passed)."""
+        deadline = time.monotonic() + timeout
+        with self._wake:
+            while self._store.pending > 0:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self._thread is None or not self._thread.is_alive():
+                    return False
+                self._wake.wait(min(remaining, 0.05))
+        return True
+
+    @property
+    def pending(self) -> int:
+        with self._lock:
+            return self._store.pending
+
+    # -- delivery thread ---------------------------------------------------------------------------------
+    def _run(self) -> None:
+        backoff = 0.0
+        batch: _Batch | None = None
+        last_tick = time.monotonic()
+        while not self._stopping.is_set():
+            if backoff:
+                self._stopping.wait(backoff * random.uniform(0.8, 1.2))
+                if self._stopping.is_set():
+                    break
+            if batch is not None and self._is_stale(batch):
+                batch = None  # its segment was dropped (cap) while it waited for the backend
+            if batch is None:
+                batch = self._next_batch()
+            try:
+                if batch is not None:
+                    self._deliver(batch)
+                    batch = None
+                elif time.monotonic() - last_tick >= self.options.tick_interval:
+                    last_tick = time.monotonic()
+                    self._tick()
+                else:
+                    with self._wake:
+                        if self._store.pending == 0 and not self._stopping.is_set():
+                            self._wake.wait(self.options.tick_interval)
+                    continue
+                backoff = 0.0
+            except ExportError as exc:
+                if batch is not None and not exc.retryable:
+                    self._reject(batch, str(exc))
+                    batch = None
+                    backoff = 0.0
+                    continue
+                backoff = self._failed(exc, backoff)
+            except Exception as exc:  # noqa: BLE001 - a bug in an exporter must not kill delivery
+                log.exception("queue %s: unexpected error from %s", self.name, type(self.inner).__name__)
+                if batch is not None:
+                    batch.attempts += 1
+                    if batch.attempts >= self.options.max_unexpected_failures:
+                        self._reject(batch, f"unexpected error: {exc!r}")
+                        batch = None
+                backoff = self._failed(exc, backoff)
+
+    def _next_batch(self) -> _Batch | None:
+        with self._lock:
+            if self._store.pending <= 0:
+                return None
+            lines, segment, end = self._store.read_batch(self.options.max_batch, self.options.max_batch_bytes)
+            if not lines and end == self._store.head.offset:
+                return None
+        entries: list[Entry] = []
+        for line in lines:
+            try:
+                value = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                value = None
+            if isinstance(value, dict):
+                entries.append(value)
+            else:
+                with self._lock:
+                    self._counters.corrupt += 1
+                log.error("queue %s: skipping a corrupt line (%d bytes)", self.name, len(line))
+        return _Batch(entries, segment, end, len(lines))
+
+    def _is_stale(self, batch: _Batch) -> bool:
+        with self._lock:
+            return batch.segment != self._store.head.segment
+
+    def _deliver(self, batch: _Batch) -> None:
+        if batch.entries:
+            self.inner.export(batch.entries)
+        self._commit(batch, delivered=len(batch.entries))
+        with self._lock:
+            self._counters.last_success_ns = time.time_ns()
+            if self._counters.backend_up is False:
+                log.info("queue %s: backend reachable again", self.name)
+            self._counters.backend_up = True
+
+    def _commit(self, batch: _Batch, delivered: int) -> None:
+        with self._wake:
+            self._store.acknowledge(batch.segment, batch.end_offset, batch.lines, delivered)
+            self._counters.delivered = self._store.delivered_total
+            self._wake.notify_all()
+
+    def _reject(self, batch: _Batch, reason: str) -> None:
+        log.error(
+            "queue %s: backend refused %d entries for good, dropping them: %s",
+            self.name,
+            len(batch.entries),
+            reason,
+        )
+        with self._lock:
+            self._counters.rejected += len(batch.entries)
+            self._counters.last_error = reason
+        self._commit(batch, delivered=0)
+
+    def _tick(self) -> None:
+        tick = getattr(self.inner, "tick", None)
+        if callable(tick):
+            tick(time.time_ns())
+
+    def _failed(self, exc: Exception, backoff: float) -> float:
+        with self._lock:
+            self._counters.failures += 1
+            self._counters.last_error = str(exc)
+            was_up = self._counters.backend_up
+            self._counters.backend_up = False
+        if was_up is not False:
+            log.warning("queue %s: delivery failed, retrying with backoff: %s", self.name, exc)
+        else:
+            log.debug("queue %s: still failing: %s", self.name, exc)
+        if backoff <= 0:
+            return self.options.backoff_initial
+        return min(backoff * 2, self.options.backoff_max)
