@@ -1,0 +1,299 @@
+"""Claude Code: hook payloads (spool or HTTP) and transcript lines (~/.claude/projects/*/*.jsonl).
+
+Hooks and the transcript describe the same prompts and tool calls; entries for those carry ids made
+from Claude's own ids (prompt id, tool_use_id, message id), so whichever arrives second is a duplicate
+and is dropped by the pipeline. Claude writes one transcript record per content block, each repeating
+the whole API message's usage: the llm.response id is the message id, so each API message counts once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from collector.agents.common import (
+    HookEnvelope,
+    as_int,
+    hook_entry,
+    iso_to_ns,
+    native_entry,
+    text_message,
+    usage_attributes,
+)
+from collector.model import AgentActivityEntry, RawRecord
+
+PROVIDER = "anthropic"
+
+
+def parse(record: RawRecord) -> list[AgentActivityEntry]:
+    if record.kind == "transcript":
+        return _parse_transcript(record)
+    return _parse_hook(record)
+
+
+# ---------------------------------------------------------------------------------------------- hooks
+
+
+def _parse_hook(record: RawRecord) -> list[AgentActivityEntry]:
+    hook = HookEnvelope(record)
+    handler = _HOOKS.get(hook.event)
+    if handler is None:
+        return []
+    session = hook.get("session_id")
+    return handler(record, hook, session if isinstance(session, str) else None)
+
+
+def _session_start(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
+    attrs = {"session.source": hook.get("source"), "agent.model": hook.get("model")}
+    return [hook_entry(record, hook, "session.start", session, attributes=attrs)]
+
+
+def _session_end(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
+    return [hook_entry(record, hook, "session.end", session, attributes={"session.reason": hook.get("reason")})]
+
+
+def _prompt(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
+    prompt_id = hook.get("prompt_id")
+    attrs = {"gen_ai.turn.id": prompt_id, "gen_ai.input.messages": text_message("user", str(hook.get("prompt", "")))}
+    return [hook_entry(record, hook, "user.prompt", session, prompt_id, attrs)]
+
+
+def _tool_attrs(hook: HookEnvelope) -> dict[str, Any]:
+    return {
+        "gen_ai.turn.id": hook.get("prompt_id"),
+        "gen_ai.tool.name": hook.get("tool_name"),
+        "gen_ai.tool.call.id": hook.get("tool_use_id"),
+        "gen_ai.tool.call.arguments": hook.get("tool_input"),
+    }
+
+
+def _pre_tool(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
+    return [hook_entry(record, hook, "tool.call", session, hook.get("tool_use_id"), _tool_attrs(hook))]
+
+
+def _post_tool(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
+    attrs = _tool_attrs(hook)
+    attrs["duration_ms"] = hook.get("duration_ms")
+    if hook.event == "PostToolUseFailure":
+        attrs["tool.result.status"] = "cancelled" if hook.get("is_interrupt") else "error"
+        attrs["error.type"] = "interrupted" if hook.get("is_interrupt") else "tool_error"
+        attrs["error.message"] = hook.get("error")
+    else:
+        attrs["tool.result.status"] = "success"
+        attrs["gen_ai.tool.call.result"] = hook.get("tool_response")
+    return [hook_entry(record, hook, "tool.result", session, hook.get("tool_use_id"), attrs)]
+
+
+def _permission(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
+    attrs = _tool_attrs(hook)
+    attrs["tool.approve.decision"] = "deny" if hook.event == "PermissionDenied" else "ask"
+    return [hook_entry(record, hook, "tool.approve", session, attributes=attrs)]
+
+
+def _subagent(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
+    name = "subagent.start" if hook.event == "SubagentStart" else "subagent.end"
+    attrs = {
+        "gen_ai.agent.scope": "subagent",
+        "gen_ai.subagent.type": hook.get("agent_type"),
+        "gen_ai.agent.id": hook.get("agent_id"),
+        "gen_ai.subagent.parent_tool_call.id": hook.get("tool_use_id"),
+    }
+    return [hook_entry(record, hook, name, session, attributes=attrs)]
+
+
+def _stop_failure(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
+    error = hook.get("error") or hook.get("error_type") or "stop_failure"
+    attrs = {
+        "gen_ai.turn.id": hook.get("prompt_id"),
+        "error.type": str(hook.get("error_type") or "api_error"),
+        "error.message": error if isinstance(error, str) else None,
+    }
+    return [hook_entry(record, hook, "error", session, attributes=attrs)]
+
+
+def _status_only(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
+    """Stop / Notification: no entry of their own; the status tracker reads the hook itself."""
+    return []
+
+
+HookHandler = Callable[[RawRecord, HookEnvelope, "str | None"], list[AgentActivityEntry]]
+_HOOKS: dict[str, HookHandler] = {
+    "SessionStart": _session_start,
+    "SessionEnd": _session_end,
+    "UserPromptSubmit": _prompt,
+    "PreToolUse": _pre_tool,
+    "PostToolUse": _post_tool,
+    "PostToolUseFailure": _post_tool,
+    "PermissionRequest": _permission,
+    "PermissionDenied": _permission,
+    "SubagentStart": _subagent,
+    "SubagentStop": _subagent,
+    "PreCompact": _status_only,  # the transcript's compact_boundary is the compaction entry
+    "StopFailure": _stop_failure,
+    "Stop": _status_only,
+    "Notification": _status_only,
+}
+
+# ----------------------------------------------------------------------------------------- transcript
+
+
+def _parse_transcript(record: RawRecord) -> list[AgentActivityEntry]:
+    data = record.data
+    kind = data.get("type")
+    session = data.get("sessionId")
+    session = session if isinstance(session, str) else None
+    if kind == "assistant":
+        return _assistant(record, data, session)
+    if kind == "user":
+        return _user(record, data, session)
+    if kind == "api-request":
+        return _api_request(record, data, session)
+    if kind == "system":
+        return _system(record, data, session)
+    return []
+
+
+def _scope(data: dict[str, Any]) -> dict[str, Any]:
+    return {"gen_ai.agent.scope": "subagent"} if data.get("isSidechain") else {}
+
+
+def _user(record: RawRecord, data: dict[str, Any], session: str | None) -> list[AgentActivityEntry]:
+    message = data.get("message") or {}
+    content = message.get("content")
+    time_ns = iso_to_ns(data.get("timestamp"))
+    turn = data.get("promptId")
+    if isinstance(content, str):
+        if data.get("isMeta") or data.get("isCompactSummary"):
+            return []
+        attrs = {"gen_ai.turn.id": turn, "gen_ai.input.messages": text_message("user", content), **_scope(data)}
+        return [native_entry(record, "user.prompt", time_ns, session, turn or data.get("uuid", ""), attrs)]
+    if not isinstance(content, list):
+        return []
+    entries = []
+    texts = [b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"]
+    results = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+    for block in results:
+        entries.append(_tool_result(record, data, session, block, time_ns))
+    if texts and not results and not data.get("isMeta"):
+        attrs = {"gen_ai.turn.id": turn, "gen_ai.input.messages": text_message("user", "\n".join(texts))}
+        entries.append(native_entry(record, "user.prompt", time_ns, session, turn or data.get("uuid", ""), attrs))
+    return entries
+
+
+def _tool_result(
+    record: RawRecord, data: dict[str, Any], session: str | None, block: dict[str, Any], time_ns: int | None
+) -> AgentActivityEntry:
+    failed = bool(block.get("is_error"))
+    tool_use_id = block.get("tool_use_id")
+    result = block.get("content")
+    attrs: dict[str, Any] = {
+        "gen_ai.turn.id": data.get("promptId"),
+        "gen_ai.tool.call.id": tool_use_id,
+        "tool.result.status": "error" if failed else "success",
+        **_scope(data),
+    }
+    if failed:
+        attrs["error.type"] = "tool_error"
+        attrs["error.message"] = result if isinstance(result, str) else None
+    else:
+        attrs["gen_ai.tool.call.result"] = result
+    return native_entry(record, "tool.result", time_ns, session, str(tool_use_id), attrs)
+
+
+def _assistant(record: RawRecord, data: dict[str, Any], session: str | None) -> list[AgentActivityEntry]:
+    message = data.get("message") or {}
+    time_ns = iso_to_ns(data.get("timestamp"))
+    message_id = message.get("id")
+    scope = _scope(data)
+    if data.get("isApiErrorMessage") or data.get("error"):
+        text = _texts(message.get("content"))
+        attrs = {"error.type": str(data.get("error") or "api_error"), "error.message": text, **scope}
+        return [native_entry(record, "error", time_ns, session, data.get("uuid", ""), attrs)]
+    entries: list[AgentActivityEntry] = []
+    if isinstance(message_id, str):
+        entries.append(_llm_response(record, data, message, session, time_ns))
+    for block in message.get("content") or []:
+        if isinstance(block, dict) and block.get("type") == "tool_use":
+            attrs = {
+                "gen_ai.tool.name": block.get("name"),
+                "gen_ai.tool.call.id": block.get("id"),
+                "gen_ai.tool.call.arguments": block.get("input"),
+                "gen_ai.response.id": message_id,
+                **scope,
+            }
+            entries.append(native_entry(record, "tool.call", time_ns, session, str(block.get("id")), attrs))
+    return entries
+
+
+def _llm_response(
+    record: RawRecord, data: dict[str, Any], message: dict[str, Any], session: str | None, time_ns: int | None
+) -> AgentActivityEntry:
+    usage = message.get("usage") or {}
+    fresh = as_int(usage.get("input_tokens")) or 0
+    cache_read = as_int(usage.get("cache_read_input_tokens")) or 0
+    cache_creation = as_int(usage.get("cache_creation_input_tokens")) or 0
+    details = usage.get("output_tokens_details") or {}
+    attrs: dict[str, Any] = {
+        "gen_ai.provider.name": PROVIDER,
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": data.get("requestedModel") or message.get("model"),
+        "gen_ai.response.model": message.get("model"),
+        "gen_ai.response.id": message.get("id"),
+        "gen_ai.request.id": data.get("requestRef"),
+        "gen_ai.response.finish_reasons": [message["stop_reason"]] if message.get("stop_reason") else None,
+        "gen_ai.output.messages": _output_messages(message),
+        **_scope(data),
+        **usage_attributes(
+            fresh + cache_read + cache_creation,
+            as_int(usage.get("output_tokens")),
+            cache_read,
+            cache_creation,
+            as_int(details.get("thinking_tokens")) if isinstance(details, dict) else None,
+        ),
+    }
+    return native_entry(record, "llm.response", time_ns, session, str(message.get("id")), attrs)
+
+
+def _api_request(record: RawRecord, data: dict[str, Any], session: str | None) -> list[AgentActivityEntry]:
+    request_id = data.get("id")
+    if not isinstance(request_id, str):
+        return []
+    params = data.get("params") or {}
+    attrs = {
+        "gen_ai.provider.name": PROVIDER,
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": params.get("model"),
+        "gen_ai.request.max_tokens": as_int(params.get("max_tokens")),
+        "gen_ai.request.id": request_id,
+    }
+    return [native_entry(record, "llm.request", iso_to_ns(data.get("timestamp")), session, request_id, attrs)]
+
+
+def _system(record: RawRecord, data: dict[str, Any], session: str | None) -> list[AgentActivityEntry]:
+    subtype = data.get("subtype")
+    time_ns = iso_to_ns(data.get("timestamp"))
+    uid = str(data.get("uuid", ""))
+    if subtype == "api_error":
+        error = data.get("error") or {}
+        message = error.get("message") if isinstance(error, dict) else str(error)
+        attrs = {"error.type": "api_error", "error.message": message or data.get("content")}
+        return [native_entry(record, "error", time_ns, session, uid, attrs)]
+    if subtype == "compact_boundary":
+        meta = data.get("compactMetadata") or {}
+        attrs = {"compaction.trigger": meta.get("trigger"), "compaction.pre_tokens": as_int(meta.get("preTokens"))}
+        return [native_entry(record, "compaction", time_ns, session, uid, attrs)]
+    return []
+
+
+def _texts(content: Any) -> str | None:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"]
+        return "\n".join(parts) if parts else None
+    return None
+
+
+def _output_messages(message: dict[str, Any]) -> list[dict[str, Any]] | None:
+    text = _texts(message.get("content"))
+    return text_message("assistant", text) if text else None

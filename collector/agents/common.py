@@ -1,0 +1,127 @@
+"""Helpers shared by the agent parsers: times, hook envelopes, tokens, entry construction."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import orjson
+
+from collector.model import AgentActivityEntry, RawRecord, event_id
+
+
+def iso_to_ns(value: Any) -> int | None:
+    """ISO 8601 (``2026-11-30T11:15:34.887Z``) or epoch seconds/milliseconds to epoch nanoseconds."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = value / 1000 if value > 1e11 else value
+        return int(seconds * 1_000_000_000)
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return int(dt.timestamp()) * 1_000_000_000 + dt.microsecond * 1000
+
+
+def payload_digest(payload: Any) -> str:
+    return hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()[:24]
+
+
+class HookEnvelope:
+    """A spool line ``{ts, agent, event, payload}`` as written by our hook, plugin or ingest server."""
+
+    __slots__ = ("event", "payload", "time_ns")
+
+    def __init__(self, record: RawRecord) -> None:
+        data = record.data
+        self.event = str(data.get("event") or "")
+        payload = data.get("payload")
+        self.payload: dict[str, Any] = payload if isinstance(payload, dict) else {}
+        if not self.event:
+            self.event = str(self.payload.get("hook_event_name") or "")
+        self.time_ns = iso_to_ns(data.get("ts")) or record.observed_ns
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.payload.get(key, default)
+
+
+def hook_entry(
+    record: RawRecord,
+    hook: HookEnvelope,
+    name: str,
+    session_id: str | None,
+    native_id: str | None = None,
+    attributes: Mapping[str, Any] | None = None,
+) -> AgentActivityEntry:
+    """An entry from a hook. Its id comes from a native id when the event has one (so the same fact read
+    from a transcript dedupes against it), else from the payload itself (so the same payload delivered
+    over HTTP and through the spool dedupes too)."""
+    key = native_id if native_id is not None else payload_digest(hook.payload)
+    attrs: dict[str, Any] = {"source.kind": record.kind, "agent.hook_event_name": hook.event}
+    cwd = hook.get("cwd")
+    if isinstance(cwd, str):
+        attrs["workspace.path"] = cwd
+    attrs.update(attributes or {})
+    return AgentActivityEntry(
+        name=name,
+        agent=record.agent,
+        time_ns=hook.time_ns,
+        observed_ns=record.observed_ns,
+        id=event_id(record.agent, session_id, name, key),
+        session_id=session_id,
+        attributes=attrs,
+    )
+
+
+def native_entry(
+    record: RawRecord,
+    name: str,
+    time_ns: int | None,
+    session_id: str | None,
+    native_id: str,
+    attributes: Mapping[str, Any],
+) -> AgentActivityEntry:
+    """An entry from the agent's own data (transcript, database row), identified by a native id."""
+    attrs = {"source.kind": record.kind}
+    attrs.update(attributes)
+    return AgentActivityEntry(
+        name=name,
+        agent=record.agent,
+        time_ns=time_ns or record.observed_ns,
+        observed_ns=record.observed_ns,
+        id=event_id(record.agent, session_id, name, native_id),
+        session_id=session_id,
+        attributes=attrs,
+    )
+
+
+def text_message(role: str, text: str) -> list[dict[str, Any]]:
+    """OpenTelemetry GenAI message list with one text part."""
+    return [{"role": role, "parts": [{"type": "text", "content": text}]}]
+
+
+def usage_attributes(
+    input_tokens: int | None,
+    output_tokens: int | None,
+    cache_read: int | None = None,
+    cache_creation: int | None = None,
+    reasoning: int | None = None,
+) -> dict[str, Any]:
+    """Token attributes; ``input_tokens`` must already include cached tokens (OTel semantics)."""
+    attrs: dict[str, Any] = {
+        "gen_ai.usage.input_tokens": input_tokens,
+        "gen_ai.usage.output_tokens": output_tokens,
+        "gen_ai.usage.cache_read.input_tokens": cache_read,
+        "gen_ai.usage.cache_creation.input_tokens": cache_creation,
+        "gen_ai.usage.reasoning_tokens": reasoning,
+    }
+    if input_tokens is not None and output_tokens is not None:
+        attrs["gen_ai.usage.total_tokens"] = input_tokens + output_tokens
+    return {k: v for k, v in attrs.items() if v is not None}
+
+
+def as_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

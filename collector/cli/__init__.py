@@ -1,0 +1,1 @@
+"""The command line. Each command module exposes ``register(subparsers)``; main.py lists them."""

@@ -1,0 +1,98 @@
+"""``agent-collector agents list|detect``: what agents we know and which are installed here."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from collector.cli.common import add_home, add_json, paths_from, print_json, print_table
+from collector.definitions import detect, load_definitions
+
+# Other modules add agent subcommands (enable/disable) here: name -> (configure parser, handler).
+EXTRA_SUBCOMMANDS: dict[str, tuple[object, object]] = {}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = subparsers.add_parser("agents", help="list known agents and detect installed ones",
+                                   description="Agent definitions come from agents.d/*.json in the package and "
+                                   "from <config dir>/agents.d/*.json (same id deep-merges, new id adds).")
+    sub = parser.add_subparsers(dest="agents_command", required=True, metavar="COMMAND")
+    lst = sub.add_parser("list", help="every agent definition, with its integration and sources")
+    add_home(lst)
+    add_json(lst)
+    lst.set_defaults(func=cmd_list)
+    det = sub.add_parser("detect", help="which agents are installed on this machine (paths, commands)")
+    add_home(det)
+    add_json(det)
+    det.set_defaults(func=cmd_detect)
+    _register_extra(sub)
+
+
+def _register_extra(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    try:
+        from collector.cli import deploy_cmd
+    except ImportError:
+        return
+    hook = getattr(deploy_cmd, "register_agent_subcommands", None)
+    if hook is not None:
+        hook(sub)
+
+
+def _problems(result: object) -> None:
+    for problem in getattr(result, "problems", []):
+        sys.stderr.write(f"warning: agent definition skipped: {problem}\n")
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    paths = paths_from(args)
+    result = load_definitions(paths.agents_override_dir)
+    _problems(result)
+    if args.json:
+        print_json({k: {"files": list(d.files), **d.raw} for k, d in result.agents.items()})
+        return 0
+    rows = [
+        (d.id, d.name, ", ".join(i["kind"] for i in d.integrations) or "none (polling)",
+         ", ".join(s["kind"] for s in d.sources), "yes" if d.enabled else "no")
+        for d in result.agents.values()
+    ]
+    print_table(("ID", "NAME", "INTEGRATION", "SOURCES", "ENABLED"), rows)
+    return 1 if result.problems else 0
+
+
+def cmd_detect(args: argparse.Namespace) -> int:
+    paths = paths_from(args)
+    result = load_definitions(paths.agents_override_dir)
+    _problems(result)
+    detections = [detect(d, paths) for d in result.agents.values()]
+    notes = _integration_notes(result.agents, paths)
+    if args.json:
+        print_json({
+            d.agent: {"installed": d.installed, "paths": list(d.found_paths), "commands": list(d.found_commands),
+                      "integration": notes.get(d.agent, [])}
+            for d in detections
+        })
+        return 0
+    rows = [
+        (d.agent, "yes" if d.installed else "no", ", ".join(d.found_paths + d.found_commands) or "-",
+         "; ".join(n.get("summary", "") for n in notes.get(d.agent, [])) or "-")
+        for d in detections
+    ]
+    print_table(("AGENT", "INSTALLED", "FOUND", "INTEGRATION"), rows)
+    return 0
+
+
+def _integration_notes(agents: dict, paths: object) -> dict[str, list[dict]]:  # type: ignore[type-arg]
+    """Integration state per agent (in place, missing, untrusted...) from the deploy package, if present."""
+    try:
+        from collector.deploy import integration_state  # type: ignore[attr-defined]
+    except ImportError:
+        return {}
+    out: dict[str, list[dict]] = {}  # type: ignore[type-arg]
+    for agent_id, defn in agents.items():
+        try:
+            states = integration_state(defn, paths)
+        except Exception as exc:  # noqa: BLE001 - detection must not fail on one agent
+            out[agent_id] = [{"summary": f"error: {exc}"}]
+            continue
+        out[agent_id] = [s.as_dict() if hasattr(s, "as_dict") else dict(s) for s in states]
+    return out

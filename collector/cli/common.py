@@ -1,0 +1,52 @@
+"""Bits every command uses: --home, logging, table and JSON output."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from collector.paths import Paths, resolve_paths
+
+
+def add_home(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--home", metavar="DIR",
+        help="home directory the agents live in (default: $AGENT_COLLECTOR_HOME or $HOME); our config and "
+             "data then default to DIR/.config/agent-collector and DIR/.local/share/agent-collector",
+    )
+
+
+def add_json(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def paths_from(args: argparse.Namespace) -> Paths:
+    return resolve_paths(getattr(args, "home", None))
+
+
+def setup_logging(verbose: int = 0, quiet: bool = False) -> None:
+    level = logging.WARNING if quiet else (logging.DEBUG if verbose > 1 else logging.INFO)
+    logging.basicConfig(stream=sys.stderr, level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode() + "\n")
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    for n, row in enumerate(cells):
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+        if n == 0:
+            print("  ".join("-" * w for w in widths))
+
+
+def fail(message: str, code: int = 2) -> int:
+    sys.stderr.write(f"agent-collector: error: {message}\n")
+    return code

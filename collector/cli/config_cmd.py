@@ -1,0 +1,43 @@
+"""``agent-collector config``: where the config lives, what is in effect, a default file."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from collector.cli.common import add_home, fail, paths_from, print_json
+from collector.config import DEFAULT_FILE, ConfigError, load_config
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = subparsers.add_parser("config", help="show paths and effective configuration, or write a default file")
+    sub = parser.add_subparsers(dest="config_command", required=True, metavar="COMMAND")
+    show = sub.add_parser("show", help="paths and the configuration in effect (file + environment)")
+    add_home(show)
+    show.set_defaults(func=cmd_show)
+    init = sub.add_parser("init", help="write a commented default config.toml if none exists")
+    add_home(init)
+    init.set_defaults(func=cmd_init)
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    paths = paths_from(args)
+    try:
+        config = load_config(paths.config_file)
+    except ConfigError as exc:
+        return fail(str(exc))
+    print_json({"paths": {"home": str(paths.home), "config_file": str(paths.config_file),
+                          "data_dir": str(paths.data_dir), "spool_dir": str(paths.spool_dir),
+                          "output_dir": str(paths.output_dir)}, "config": config})
+    return 0
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    paths = paths_from(args)
+    if paths.config_file.exists():
+        sys.stderr.write(f"{paths.config_file} exists; left as it is\n")
+        return 0
+    paths.config_file.parent.mkdir(parents=True, exist_ok=True)
+    paths.config_file.write_text(DEFAULT_FILE, encoding="utf-8")
+    print(f"wrote {paths.config_file}")
+    return 0

@@ -1,0 +1,110 @@
+"""``agent-collector status``: the daemon, each agent, each source, each exporter."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from typing import Any
+
+import orjson
+
+from collector.cli.common import add_home, add_json, paths_from, print_json, print_table
+from collector.paths import Paths
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = subparsers.add_parser("status", help="service state, agents, sources and exporters",
+                                   description="Reads the status the daemon (or the last collect) wrote.")
+    add_home(parser)
+    add_json(parser)
+    parser.set_defaults(func=cmd_status)
+
+
+def _daemon_pid(paths: Paths) -> int | None:
+    try:
+        pid = int((paths.state_dir / "collector.lock").read_text().strip() or 0)
+    except (OSError, ValueError):
+        return None
+    if pid <= 0:
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        return pid
+    return pid if _holds_lock(paths) else None
+
+
+def _holds_lock(paths: Paths) -> bool:
+    import fcntl
+
+    try:
+        fd = os.open(paths.state_dir / "collector.lock", os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def read_status(paths: Paths) -> dict[str, Any]:
+    status: dict[str, Any] = {}
+    try:
+        status = orjson.loads((paths.state_dir / "status.json").read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        pass
+    pid = _daemon_pid(paths)
+    status["service"] = {"running": pid is not None, "pid": pid}
+    for extra in ("watchdog", "service"):
+        path = paths.state_dir / f"{extra}.json"
+        if extra != "service" and path.exists():
+            try:
+                status[extra] = orjson.loads(path.read_bytes())
+            except orjson.JSONDecodeError:
+                pass
+    return status
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    paths = paths_from(args)
+    status = read_status(paths)
+    if args.json:
+        print_json(status)
+        return 0
+    svc = status["service"]
+    print(f"service: {'running, pid ' + str(svc['pid']) if svc['running'] else 'not running'}")
+    if "updated" in status:
+        print(f"status written {time.time() - status['updated']:.0f}s ago; output: {status.get('output_dir')}")
+    agents = status.get("agents", {})
+    if agents:
+        print()
+        print_table(("AGENT", "EVENTS", "LAST EVENT"),
+                    [(a, v.get("events", 0), _ago(v.get("last_event_ns"))) for a, v in sorted(agents.items())])
+    sources = status.get("sources", {})
+    if sources:
+        print()
+        print_table(("SOURCE", "RECORDS", "FILES", "MALFORMED", "OVERSIZED", "ERRORS"),
+                    [(n, s.get("records"), s.get("files"), s.get("malformed"), s.get("oversized"), s.get("errors"))
+                     for n, s in sorted(sources.items())])
+    exporters = status.get("exporters", {})
+    if exporters:
+        print()
+        print_table(("EXPORTER", "STATS"),
+                    [(n, ", ".join(f"{k}={v}" for k, v in s.items())) for n, s in sorted(exporters.items())])
+    if "watchdog" in status:
+        print()
+        print("watchdog:", orjson.dumps(status["watchdog"]).decode())
+    return 0
+
+
+def _ago(ns: int | None) -> str:
+    if not ns:
+        return "-"
+    seconds = time.time() - ns / 1e9
+    return f"{seconds:.0f}s ago" if seconds < 3600 else time.strftime("%Y-%m-%d %H:%M", time.localtime(ns / 1e9))

@@ -1,0 +1,382 @@
+"""The loopback HTTP ingest server: agents' http hooks post here, the CLI and the Agentty panel read here.
+
+A deliberately small HTTP/1.1 server on asyncio streams, strict about what it accepts:
+
+* it binds 127.0.0.1 (or another loopback address) only and refuses to start on anything else;
+* ``Host`` must name loopback (127.0.0.1, localhost, [::1]) and, when it has a port, ours: a page
+  that rebinds a DNS name to 127.0.0.1 still sends its own name;
+* a request with ``Origin``, ``Referer`` or any ``Sec-Fetch-*`` header comes from a browser and is
+  refused (403); no CORS header is ever sent, so no web page can post here or read an answer;
+* bodies need ``Content-Length`` (``Transfer-Encoding`` gets 411); a length over the cap gets 413
+  before a byte of the body is read, and the connection is closed;
+* keep-alive (HTTP/1.1 default), with time limits on headers, bodies and idle connections.
+
+Routes: ``POST /v1/hooks/<agent>[?event=<name>]`` hands the raw body to ``submit`` and answers ``{}``
+(an unknown agent gets 404 naming the known ones); ``GET /v1/status`` and ``GET /v1/sessions`` answer
+the daemon's live picture from ``snapshot()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import ipaddress
+import logging
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import orjson
+
+log = logging.getLogger(__name__)
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 4319  # next to OTLP's 4317 (gRPC) and 4318 (HTTP), which a local OTel collector may hold
+HOOK_PREFIX = "/v1/hooks/"
+
+Submit = Callable[[str, bytes, float], Awaitable[None] | None]
+
+_REASONS = {
+    200: "OK", 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
+    408: "Request Timeout", 411: "Length Required", 413: "Content Too Large",
+    431: "Request Header Fields Too Large", 503: "Service Unavailable", 505: "HTTP Version Not Supported",
+}
+_LOOPBACK_NAMES = ("localhost",)
+
+
+@dataclass(frozen=True, slots=True)
+class IngestConfig:
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    max_body_bytes: int = 1024 * 1024
+    max_header_bytes: int = 16 * 1024
+    header_timeout_s: float = 5.0
+    body_timeout_s: float = 10.0
+    idle_timeout_s: float = 30.0
+    max_connections: int = 128
+
+
+class HttpError(Exception):
+    """Answered with ``status`` and ``{"error": message}``; the connection is then closed."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(slots=True)
+class Request:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    version: str
+    headers: dict[str, str]
+
+    @property
+    def keep_alive(self) -> bool:
+        connection = self.headers.get("connection", "").lower()
+        if self.version == "HTTP/1.0":
+            return connection == "keep-alive"
+        return connection != "close"
+
+
+def check_loopback(host: str) -> None:
+    """Raise ValueError unless ``host`` is a loopback address (or ``localhost``)."""
+    if host in _LOOPBACK_NAMES:
+        return
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        raise ValueError(f"ingest host {host!r} is not a loopback address (use 127.0.0.1)") from None
+    if not address.is_loopback:
+        raise ValueError(f"ingest host {host!r} is not a loopback address: the ingest server binds "
+                         f"loopback only (use 127.0.0.1)")
+
+
+class IngestServer:
+    def __init__(self, submit: Submit, known_agents: Callable[[], set[str]],
+                 snapshot: Callable[[], dict[str, Any]], config: IngestConfig | None = None) -> None:
+        self.config = config or IngestConfig()
+        check_loopback(self.config.host)
+        self._submit = submit
+        self._known_agents = known_agents
+        self._snapshot = snapshot
+        self._server: asyncio.base_events.Server | None = None
+        self._connections = 0
+        self._counts: Counter[str] = Counter()
+        self._bytes = 0
+        self._started = 0.0
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        host = "127.0.0.1" if self.config.host == "localhost" else self.config.host
+        self._server = await asyncio.start_server(
+            self._handle, host=host, port=self.config.port, limit=self.config.max_header_bytes,
+            reuse_address=True,
+        )
+        self._started = time.time()
+        log.info("ingest server listening on %s", self.url)
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 2.0)
+            self._server = None
+
+    async def __aenter__(self) -> IngestServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._server is None or not self._server.sockets:
+            return self.config.port
+        return int(self._server.sockets[0].getsockname()[1])
+
+    @property
+    def bound_addresses(self) -> list[str]:
+        return [str(s.getsockname()[0]) for s in (self._server.sockets if self._server else ())]
+
+    @property
+    def url(self) -> str:
+        host = self.bound_addresses[0] if self.bound_addresses else self.config.host
+        return f"http://{host}:{self.port}"
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "url": self.url,
+            "started_unix": self._started or None,
+            "connections": self._connections,
+            "bytes_accepted": self._bytes,
+            "requests": dict(self._counts),
+        }
+
+    # -- connections -------------------------------------------------------------------------------
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._connections += 1
+        try:
+            if self._connections > self.config.max_connections:
+                self._counts["rejected_too_many_connections"] += 1
+                await self._respond(writer, 503, {"error": "too many connections"}, close=True)
+                return
+            keep_alive = True
+            first = True
+            while keep_alive:
+                keep_alive = await self._one_request(reader, writer, first)
+                first = False
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except Exception:  # never let one connection take the server down
+            log.exception("ingest connection failed")
+        finally:
+            self._connections -= 1
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _one_request(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                           first: bool) -> bool:
+        timeout = self.config.header_timeout_s if first else self.config.idle_timeout_s
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout)
+        except asyncio.IncompleteReadError as exc:
+            if exc.partial.strip():
+                self._counts["rejected_bad_request"] += 1
+            return False
+        except asyncio.LimitOverrunError:
+            self._counts["rejected_headers_too_large"] += 1
+            await self._respond(writer, 431, {"error": "request headers too large"}, close=True)
+            return False
+        except TimeoutError:
+            if not first:
+                return False  # an idle keep-alive connection
+            self._counts["rejected_timeout"] += 1
+            await self._respond(writer, 408, {"error": "request headers too slow"}, close=True)
+            return False
+        try:
+            request = parse_head(head)
+            self._check(request)
+            return await self._route(request, reader, writer)
+        except HttpError as err:
+            self._counts[f"rejected_{err.status}"] += 1
+            await self._respond(writer, err.status, {"error": str(err)}, close=True)
+            return False
+
+    def _check(self, request: Request) -> None:
+        headers = request.headers
+        browser = [h for h in headers if h in ("origin", "referer") or h.startswith("sec-fetch-")]
+        if browser:
+            raise HttpError(403, f"browser requests are refused ({', '.join(sorted(browser))})")
+        host = headers.get("host")
+        if host is None or not self._host_ok(host):
+            raise HttpError(403, "Host must be a loopback address with this server's port")
+
+    def _host_ok(self, host: str) -> bool:
+        parsed = split_host(host)
+        if parsed is None:
+            return False
+        name, port = parsed
+        if port and port != str(self.port):
+            return False
+        if name.lower() in _LOOPBACK_NAMES:
+            return True
+        try:
+            return ipaddress.ip_address(name).is_loopback
+        except ValueError:
+            return False
+
+    # -- routes ------------------------------------------------------------------------------------
+
+    async def _route(self, request: Request, reader: asyncio.StreamReader,
+                     writer: asyncio.StreamWriter) -> bool:
+        path = request.path
+        if path.startswith(HOOK_PREFIX):
+            if request.method != "POST":
+                raise HttpError(405, "use POST")
+            return await self._hook(request, path[len(HOOK_PREFIX):], reader, writer)
+        if path in ("/v1/status", "/v1/sessions"):
+            if request.method not in ("GET", "HEAD"):
+                raise HttpError(405, "use GET")
+            if "content-length" in request.headers or "transfer-encoding" in request.headers:
+                raise HttpError(400, "GET takes no body")
+            self._counts[path.rsplit("/", 1)[1]] += 1
+            await self._respond(writer, 200, self._view(path), close=not request.keep_alive,
+                                head=request.method == "HEAD")
+            return request.keep_alive
+        routes = f"POST {HOOK_PREFIX}<agent>, GET /v1/status, GET /v1/sessions"
+        raise HttpError(404, f"no route {path!r}: {routes}")
+
+    def _view(self, path: str) -> dict[str, Any]:
+        snapshot = self._snapshot()
+        if path == "/v1/sessions":
+            return {"sessions": snapshot.get("sessions", []), "generated_unix": time.time()}
+        return {**snapshot, "ingest": self.stats()}
+
+    async def _hook(self, request: Request, agent: str, reader: asyncio.StreamReader,
+                    writer: asyncio.StreamWriter) -> bool:
+        received = time.time()
+        length = body_length(request.headers, self.config.max_body_bytes)  # before reading any body
+        if agent not in self._known_agents():
+            known = ", ".join(sorted(self._known_agents())) or "none"
+            raise HttpError(404, f"unknown agent {agent!r} (known: {known})")
+        try:
+            body = await asyncio.wait_for(reader.readexactly(length), self.config.body_timeout_s)
+        except TimeoutError:
+            raise HttpError(408, "request body too slow") from None
+        body = with_event_name(body, request.query.get("event", [None])[0])
+        try:
+            result = self._submit(agent, body, received)
+            if inspect.isawaitable(result):
+                await result
+        except Exception as exc:
+            log.warning("ingest queue refused a %s hook: %s", agent, exc)
+            self._counts["rejected_queue"] += 1
+            await self._respond(writer, 503, {"error": "the collector could not queue the event"},
+                                close=not request.keep_alive)
+            return request.keep_alive
+        self._counts["accepted"] += 1
+        self._bytes += len(body)
+        await self._respond(writer, 200, None, close=not request.keep_alive)
+        return request.keep_alive
+
+    async def _respond(self, writer: asyncio.StreamWriter, status: int, body: dict[str, Any] | None,
+                       close: bool, head: bool = False) -> None:
+        payload = b"{}" if body is None else orjson.dumps(body)
+        lines = [
+            f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}",
+            "Content-Type: application/json",
+            f"Content-Length: {len(payload)}",
+            "Cache-Control: no-store",
+            "X-Content-Type-Options: nosniff",
+        ]
+        if close:
+            lines.append("Connection: close")
+        writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("ascii") + (b"" if head else payload))
+        with contextlib.suppress(ConnectionError):
+            await writer.drain()
+
+
+# -- parsing (pure) --------------------------------------------------------------------------------
+
+def parse_head(head: bytes) -> Request:
+    """Parse the request line and headers (``head`` ends with the blank line)."""
+    try:
+        text = head.decode("latin-1")
+    except UnicodeDecodeError:  # pragma: no cover - latin-1 decodes every byte
+        raise HttpError(400, "undecodable request head") from None
+    lines = text.split("\r\n")
+    parts = lines[0].split(" ")
+    if len(parts) != 3:
+        raise HttpError(400, "malformed request line")
+    method, target, version = parts
+    if version not in ("HTTP/1.1", "HTTP/1.0"):
+        raise HttpError(505, "only HTTP/1.1 and HTTP/1.0")
+    if not method.isalpha() or not method.isupper():
+        raise HttpError(400, "malformed method")
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        if not line:
+            continue
+        name, sep, value = line.partition(":")
+        if not sep or not name or name != name.strip() or any(c in name for c in " \t"):
+            raise HttpError(400, "malformed header line")
+        key = name.lower()
+        if key in headers and key in ("host", "content-length", "transfer-encoding"):
+            raise HttpError(400, f"duplicate {name} header")
+        headers[key] = value.strip()
+    split = urlsplit(target)
+    if split.scheme or split.netloc or not split.path.startswith("/"):
+        raise HttpError(400, "request target must be a path")
+    return Request(method, split.path, parse_qs(split.query), version, headers)
+
+
+def split_host(host: str) -> tuple[str, str] | None:
+    """``name`` and ``port`` ("" when absent) of a Host header, or None when it is malformed."""
+    if host.startswith("["):
+        name, sep, rest = host[1:].partition("]")
+        if not sep or (rest and not rest.startswith(":")):
+            return None
+        return name, rest[1:]
+    name, _, port = host.partition(":")
+    if ":" in port or not name:
+        return None
+    return name, port
+
+
+def body_length(headers: dict[str, str], cap: int) -> int:
+    """The body length to read, or an HttpError (411 without a length, 413 over the cap)."""
+    if "transfer-encoding" in headers:
+        raise HttpError(411, "send Content-Length; Transfer-Encoding is not accepted")
+    raw = headers.get("content-length")
+    if raw is None:
+        raise HttpError(411, "Content-Length is required")
+    if not raw.isdigit():
+        raise HttpError(400, "bad Content-Length")
+    length = int(raw)
+    if length > cap:
+        raise HttpError(413, f"body of {length} bytes is over the {cap}-byte cap")
+    return length
+
+
+def with_event_name(body: bytes, event: str | None) -> bytes:
+    """Check that the body is a JSON object; with ``?event=``, name the event if the payload does not."""
+    try:
+        payload = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise HttpError(400, "body is not JSON") from None
+    if not isinstance(payload, dict):
+        raise HttpError(400, "body must be a JSON object")
+    if event and not payload.get("hook_event_name"):
+        payload["hook_event_name"] = event
+        return orjson.dumps(payload)
+    return body

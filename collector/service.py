@@ -1,0 +1,320 @@
+"""The Service owns start-up, the collection loop and shutdown. The CLI only calls it.
+
+One cycle reads every source to its current end in batches; each batch goes through the pipeline to
+every exporter, and only then are its positions (with the dedupe ids and exporter marks) committed.
+``collect_once`` runs one cycle; ``serve`` repeats it whenever a watched file changes (watchfiles) or
+the poll interval passes, until SIGTERM/SIGINT, then flushes and stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import getpass
+import logging
+import os
+import signal
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from collector import __version__
+from collector.agents import load_parser
+from collector.config import agent_setting, load_config
+from collector.definitions import AgentDefinition, load_definitions
+from collector.exporters.base import Exporter, ExportError
+from collector.exporters.jsonl import JsonlExporter
+from collector.model import RawRecord
+from collector.paths import Paths
+from collector.pipeline.correlate import Correlator
+from collector.pipeline.processor import AgentSettings, Pipeline
+from collector.sources.base import Position, Source
+from collector.sources.factory import BuildContext, build_sources
+from collector.sources.jsonl_files import JsonlFiles
+from collector.sources.spool_writer import SpoolWriter
+from collector.state.checkpoints import CheckpointStore, Commit
+from collector.util.atomic import atomic_write
+
+log = logging.getLogger("collector")
+
+Progress = Callable[[str, int], None]  # (source name, records so far)
+
+
+class AlreadyRunning(Exception):
+    pass
+
+
+@dataclass(slots=True)
+class CycleResult:
+    records: int = 0
+    entries: int = 0
+    batches: int = 0
+    by_agent: dict[str, int] = field(default_factory=dict)
+
+
+class Service:
+    def __init__(self, paths: Paths, config: dict[str, Any] | None = None, output_dir: Path | None = None) -> None:
+        self.paths = paths
+        self.config = config if config is not None else load_config(paths.config_file)
+        self.output_dir = output_dir or Path(self.config["jsonl"].get("dir") or paths.output_dir)
+        self.definitions: dict[str, AgentDefinition] = {}
+        self.sources: list[Source] = []
+        self.exporters: list[Exporter] = []
+        self.started = time.time()
+        self.events_today: dict[str, int] = {}
+        self.last_event: dict[str, int] = {}
+        self._stop = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._lock_fd: int | None = None
+        self._store: CheckpointStore | None = None
+        self._pipeline: Pipeline | None = None
+        self._jsonl: JsonlExporter | None = None
+        self._tasks: list[asyncio.Task[Any]] = []
+        self.spool_writer = SpoolWriter(paths.spool_dir)
+        self.components: dict[str, Any] = {}  # ingest server, watchdog, status tracker...
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    def startup(self) -> None:
+        self._take_lock()
+        self._store = CheckpointStore(self.paths.state_dir / "checkpoints.sqlite")
+        loaded = load_definitions(self.paths.agents_override_dir)
+        for problem in loaded.problems:
+            log.error("agent definition skipped: %s", problem)
+        self.definitions = {
+            k: d for k, d in loaded.agents.items() if agent_setting(self.config, k, "enabled", d.enabled)
+        }
+        self._build_pipeline()
+        self._build_sources()
+        self._build_exporters()
+        log.info("agent-collector %s: %d agents, %d sources, exporters: %s", __version__, len(self.definitions),
+                 len(self.sources), ", ".join(e.name for e in self.exporters))
+
+    def shutdown(self) -> None:
+        for exporter in self.exporters:
+            try:
+                exporter.shutdown()
+            except Exception as exc:  # noqa: BLE001 - shutdown must reach every exporter
+                log.warning("exporter %s did not shut down cleanly: %r", exporter.name, exc)
+        self.spool_writer.close()
+        self._write_status()
+        if self._store:
+            self._store.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def _take_lock(self) -> None:
+        self.paths.state_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.paths.state_dir / "collector.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise AlreadyRunning(f"another agent-collector is using {self.paths.data_dir}") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._lock_fd = fd
+
+    def _build_pipeline(self) -> None:
+        assert self._store is not None
+        capture_all = bool(self.config["content"].get("capture", False))
+        agents = {}
+        for agent_id, defn in self.definitions.items():
+            capture = agent_setting(self.config, agent_id, "content_capture", defn.content_capture or capture_all)
+            path_fields = tuple(s["hook_path_field"] for s in defn.sources if s.get("hook_path_field"))
+            agents[agent_id] = AgentSettings(load_parser(defn.parser), bool(capture), defn.raw.get("provider"),
+                                             path_fields)
+        col = self.config["collector"]
+        resource = {"user.id": col.get("user_id") or _login(), "host.name": col.get("host_name") or socket.gethostname()}
+        correlator = Correlator(self._store.get("correlator", {}))
+        self._pipeline = Pipeline(agents, resource, self._store.seen, correlator,
+                                  bool(self.config["masking"].get("enabled", True)), self.components.get("status"))
+
+    def _build_sources(self) -> None:
+        assert self._store is not None
+        ctx = BuildContext(self.paths, self._store.positions(), int(self.config["collector"]["max_line_bytes"]))
+        self.sources = [s for d in self.definitions.values() for s in build_sources(d, ctx)]
+
+    def _build_exporters(self) -> None:
+        assert self._store is not None
+        if self.config["jsonl"].get("enabled", True):
+            self._jsonl = JsonlExporter(self.output_dir, self._store.get("exporter.jsonl", {}))
+            self.exporters.append(self._jsonl)
+        otlp = self.config.get("otlp", {})
+        if otlp.get("enabled") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+            try:
+                from collector.exporters.otlp_config import build_otlp_exporters
+            except ImportError:
+                log.error("OTLP export is configured but this build has no OTLP exporters")
+            else:
+                self.exporters.extend(build_otlp_exporters(otlp, os.environ, self.paths))
+
+    # -- collection -------------------------------------------------------------------------------
+
+    async def collect_once(self, progress: Progress | None = None) -> CycleResult:
+        result = CycleResult()
+        for source in list(self.sources):
+            await self._drain(source, result, progress)
+        self._write_status()
+        return result
+
+    async def _drain(self, source: Source, result: CycleResult, progress: Progress | None) -> None:
+        batch_size = int(self.config["collector"]["batch_size"])
+        records: list[RawRecord] = []
+        positions: dict[str, Position] = {}
+        async for record, position in source.read():
+            positions[position.stream] = position
+            if record is not None:
+                records.append(record)
+            if len(records) >= batch_size:
+                self._flush(records, positions, result)
+                records, positions = [], {}
+                if progress:
+                    progress(source.name, result.records)
+                await asyncio.sleep(0)  # let the ingest server and signals run
+        if records or positions:
+            self._flush(records, positions, result)
+            if progress:
+                progress(source.name, result.records)
+
+    def _flush(self, records: list[RawRecord], positions: dict[str, Position], result: CycleResult) -> None:
+        assert self._pipeline is not None and self._store is not None
+        output = self._pipeline.process(records)
+        self._follow(output.discovered_paths)
+        self._export(output.entries)
+        commit = Commit(
+            positions={p.stream: p.value for p in positions.values()},
+            seen_ids=[e["event.id"] for e in output.entries],
+            kv={"correlator": self._pipeline.correlator.state()},
+        )
+        if self._jsonl is not None:
+            commit.kv["exporter.jsonl"] = self._jsonl.mark()
+        self._store.commit(commit)
+        result.records += len(records)
+        result.entries += len(output.entries)
+        result.batches += 1
+        self._count(output.entries, result)
+
+    def _export(self, entries: list[dict[str, Any]]) -> None:
+        """Every exporter must accept the batch before positions move. The JSONL file and the OTLP
+        durable queues accept at once; a full disk is retried until it clears or we are stopped."""
+        if not entries:
+            return
+        for exporter in self.exporters:
+            delay = 0.5
+            while True:
+                try:
+                    exporter.export(entries)
+                    break
+                except ExportError as exc:
+                    if not exc.retryable or self._stop.is_set():
+                        raise
+                    log.error("exporter %s refused a batch (%s); retrying in %.1fs", exporter.name, exc, delay)
+                    time.sleep(delay)
+                    delay = min(delay * 2, 30)
+
+    def _follow(self, discovered: list[tuple[str, str]]) -> None:
+        for agent, path in discovered:
+            for source in self.sources:
+                if source.agent == agent and isinstance(source, JsonlFiles) and source.kind == "transcript":
+                    if source.add_path(path):
+                        log.info("%s: following %s (named by a hook)", agent, path)
+                    break
+
+    def _count(self, entries: list[dict[str, Any]], result: CycleResult) -> None:
+        for entry in entries:
+            agent = entry["gen_ai.agent.type"]
+            result.by_agent[agent] = result.by_agent.get(agent, 0) + 1
+            self.events_today[agent] = self.events_today.get(agent, 0) + 1
+            self.last_event[agent] = max(self.last_event.get(agent, 0), entry["time_unix_nano"])
+
+    # -- the daemon -------------------------------------------------------------------------------
+
+    def submit_hook(self, agent: str, event: str, payload: Any, received: float | None = None) -> None:
+        """Ingest path: the hook goes to the spool first (durable), then the spool source reads it."""
+        self.spool_writer.append(agent, event, payload, received)
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+
+    async def serve(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.stop)
+        self._tasks.append(asyncio.create_task(self._watch_files(), name="file-events"))
+        for starter in self.components.get("starters", []):
+            self._tasks.append(asyncio.create_task(starter(self), name=getattr(starter, "__name__", "component")))
+        interval = float(self.config["collector"]["poll_interval_s"])
+        try:
+            while not self._stop.is_set():
+                self._wake.clear()
+                await self.collect_once()
+                try:
+                    await asyncio.wait_for(self._wake.wait(), timeout=interval)
+                except TimeoutError:
+                    pass
+        finally:
+            for task in self._tasks:
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _watch_files(self) -> None:
+        import watchfiles
+
+        while not self._stop.is_set():
+            dirs = sorted({d for s in self.sources for d in s.watch_paths() if os.path.isdir(d)})
+            if not dirs:
+                await asyncio.sleep(1)
+                continue
+            try:
+                async for _ in watchfiles.awatch(*dirs, debounce=20, step=10, stop_event=self._stop,
+                                                 rust_timeout=1000, yield_on_timeout=True):
+                    self._wake.set()
+                    current = sorted({d for s in self.sources for d in s.watch_paths() if os.path.isdir(d)})
+                    if current != dirs:
+                        break  # new directories appeared: watch them too
+            except (OSError, RuntimeError) as exc:
+                log.warning("file events unavailable (%s); polling only", exc)
+                await asyncio.sleep(5)
+
+    # -- status -----------------------------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        pipeline = self._pipeline
+        return {
+            "version": __version__,
+            "pid": os.getpid(),
+            "started": self.started,
+            "updated": time.time(),
+            "data_dir": str(self.paths.data_dir),
+            "output_dir": str(self.output_dir),
+            "agents": {a: {"events": self.events_today.get(a, 0), "last_event_ns": self.last_event.get(a)}
+                       for a in self.definitions},
+            "sources": {s.name: s.stats.as_dict() for s in self.sources},
+            "pipeline": {} if pipeline is None else {
+                "records": pipeline.stats.records, "entries": pipeline.stats.entries,
+                "duplicates": pipeline.stats.duplicates, "parse_errors": pipeline.stats.parse_errors,
+                "by_event": pipeline.stats.by_event},
+            "exporters": {e.name: e.stats() for e in self.exporters},
+        }
+
+    def _write_status(self) -> None:
+        try:
+            atomic_write(self.paths.state_dir / "status.json", orjson.dumps(self.snapshot()))
+        except OSError as exc:
+            log.warning("cannot write status: %s", exc)
+
+
+def _login() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return str(os.getuid())

@@ -1,0 +1,52 @@
+"""What every source yields, and the counters it keeps."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from collector.model.raw import RawRecord
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """Where a stream stands after a record: committed to the checkpoint store under ``stream``."""
+
+    stream: str
+    value: dict[str, Any]
+
+
+# (record or None, position): None means "nothing to deliver, but the stream moved" (a skipped line).
+Item = tuple[RawRecord | None, Position]
+
+
+@dataclass(slots=True)
+class SourceStats:
+    records: int = 0
+    bytes: int = 0
+    malformed: int = 0
+    oversized: int = 0
+    truncations: int = 0
+    rotations: int = 0
+    errors: int = 0
+    files: int = 0
+    last_error: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {k: getattr(self, k) for k in self.__slots__ if k != "extra"}  # type: ignore[attr-defined]
+        out.update(self.extra)
+        return out
+
+
+class Source(Protocol):
+    name: str
+    agent: str
+    stats: SourceStats
+
+    def read(self) -> AsyncIterator[Item]:
+        """Yield what is available now, then stop. Called again when more may have arrived."""
+
+    def watch_paths(self) -> list[str]:
+        """Directories whose file events mean this source has something new."""

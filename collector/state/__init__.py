@@ -1,0 +1,1 @@
+"""Durable collector state. Only ``checkpoints`` writes it."""
