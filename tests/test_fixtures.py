@@ -1,0 +1,72 @@
+"""Every fixture case: real agent output in, entries out, compared with expected.json and the model
+server's own token records (response_usage.jsonl)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from support import (
+    FIXTURES,
+    assert_no_duplicates,
+    assert_schema_valid,
+    collect,
+    entry_tokens,
+    prepare_fixture,
+    tool_pairs,
+    truth_from_file,
+)
+
+CASES = sorted(p.parent for p in FIXTURES.glob("*/*/expected.json"))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{c.parent.name}/{c.name}" for c in CASES])
+def test_fixture_case(case: Path, tmp_path: Path) -> None:
+    expected = json.loads((case / "expected.json").read_text())
+    entries = collect(prepare_fixture(case, tmp_path))
+
+    assert_schema_valid(entries)
+    assert_no_duplicates(entries)
+    assert {e["gen_ai.agent.type"] for e in entries} == {expected["agent"]}
+    counts = Counter(e["event.name"] for e in entries)
+    assert dict(counts) == expected["counts"]
+    assert sorted({e["gen_ai.session.id"] for e in entries if "gen_ai.session.id" in e}) == sorted(expected["sessions"])
+    prompts = [e for e in entries if e["event.name"] == "user.prompt"]
+    assert sorted(e["gen_ai.turn.id"] for e in prompts) == sorted(expected["turns"])
+    turned = [e for e in entries if e["event.name"] in ("llm.response", "tool.call", "tool.result")]
+    assert all(e.get("gen_ai.turn.id") in expected["turns"] for e in turned), "every call belongs to a turn"
+
+    truth = case / "response_usage.jsonl"
+    if truth.exists() and truth.read_text().strip():
+        assert entry_tokens(entries) == truth_from_file(truth)
+
+    pairs = tool_pairs(entries)
+    assert set(pairs) == set(expected["tools"])
+    for call_id, want in expected["tools"].items():
+        calls, results, status = pairs[call_id]
+        assert (calls, results, status) == (1, 1, want["status"]), call_id
+        names = {e.get("gen_ai.tool.name") for e in entries if e.get("gen_ai.tool.call.id") == call_id}
+        assert names == {want["name"]}
+
+
+def test_replay_adds_nothing(tmp_path: Path) -> None:
+    """A second pass over the same data (a restart) writes no entry twice."""
+    case = FIXTURES / "claude-code" / "two_turns_resume"
+    paths = prepare_fixture(case, tmp_path)
+    first = collect(paths)
+    second = collect(paths)
+    assert len(first) == len(second) > 0
+    assert_no_duplicates(second)
+
+
+def test_content_capture_off_keeps_no_prompt_text(tmp_path: Path) -> None:
+    case = FIXTURES / "claude-code" / "tool_then_answer"
+    entries = collect(prepare_fixture(case, tmp_path))
+    out = (tmp_path / "data" / "output")
+    text = "".join(p.read_text() for p in out.glob("*.jsonl"))
+    assert "echo hi" not in text and "tell me what it printed" not in text
+    prompt = next(e for e in entries if e["event.name"] == "user.prompt")
+    assert prompt["gen_ai.input.messages.length"] > 0 and len(prompt["gen_ai.input.messages.sha256"]) == 64
