@@ -28,6 +28,7 @@ from typing import Any
 import orjson
 
 from collector.model.entry import AgentActivityEntry, event_id
+from collector.model.raw import RawRecord
 
 IDLE = "idle"
 RUNNING = "running"
@@ -299,6 +300,18 @@ def _fingerprint(tool_name: str | None, facts: Mapping[str, Any]) -> str:
     return f"{tool_name or ''}\x1f{digest or ''}"
 
 
+def _payload_id(agent: str, event: str, payload: Mapping[str, Any]) -> str:
+    """The identity of a hook call: its payload, so the same call via http or the spool is one trigger."""
+    digest = hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()
+    return event_id(agent, event, digest)
+
+
+def _seconds_to_ns(value: Any) -> int | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+        return int(value * 1e9)
+    return None
+
+
 def _day(time_ns: int) -> str:
     return time.strftime("%Y-%m-%d", time.localtime(time_ns / 1e9))
 
@@ -312,21 +325,54 @@ class SessionStatusTracker:
         self._sessions: OrderedDict[tuple[str, str], SessionState] = OrderedDict()
         self._max_sessions = max_sessions
         self._day_of = day_of
+        self._last_record: tuple[str, str] | None = None
 
     # -- input -------------------------------------------------------------------------------------
 
-    def observe(self, entry: Mapping[str, Any]) -> list[dict[str, Any]]:
-        """Count an entry; if it came from a hook, apply its status rule."""
-        agent = entry.get("gen_ai.agent.type")
-        session_id = entry.get("gen_ai.session.id")
-        if not isinstance(agent, str) or not isinstance(session_id, str) or not session_id:
+    def observe(self, entry: Mapping[str, Any], record: RawRecord | None = None) -> list[dict[str, Any]]:
+        """Count an entry; if it came from a hook, apply that hook's status rule (once per hook record).
+
+        With the hook record at hand, its raw payload is read (it has facts an entry may not keep, such
+        as a notification's type); without it, the entry's own fields are used.
+        """
+        if record is not None and record.kind == "hook":
+            out = self.observe_record(record)
+            self._count_entry(entry)
+            return out
+        return self._observe_entry(entry)
+
+    def observe_record(self, record: RawRecord) -> list[dict[str, Any]]:
+        """Apply a hook record (a spool line or an http post, as an envelope) once, however many
+        entries its parser made of it, including none (Stop, Notification)."""
+        if record.kind != "hook":
             return []
-        if entry.get("event.name") == "session.status":
+        key = (record.source_id, record.position)
+        if key == self._last_record:
             return []
-        state = self._state(agent, session_id)
-        self._count(state, entry)
+        self._last_record = key
+        data = record.data
+        payload = data.get("payload")
+        if not isinstance(payload, Mapping):
+            return []
+        event = data.get("event") or payload.get("hook_event_name")
+        if not isinstance(event, str) or not event:
+            return []
+        time_ns = _seconds_to_ns(data.get("ts")) or record.observed_ns
+        return self.observe_hook(record.agent, event, payload, _payload_id(record.agent, event, payload),
+                                 time_ns, record.observed_ns)
+
+    def _count_entry(self, entry: Mapping[str, Any]) -> None:
+        agent, session_id = entry.get("gen_ai.agent.type"), entry.get("gen_ai.session.id")
+        if (isinstance(agent, str) and isinstance(session_id, str) and session_id
+                and entry.get("event.name") != "session.status"):
+            self._count(self._state(agent, session_id), entry)
+
+    def _observe_entry(self, entry: Mapping[str, Any]) -> list[dict[str, Any]]:
+        self._count_entry(entry)
+        agent, session_id = entry.get("gen_ai.agent.type"), entry.get("gen_ai.session.id")
         hook_event = entry.get("agent.hook_event_name")
-        if not isinstance(hook_event, str):
+        if (not isinstance(agent, str) or not isinstance(session_id, str) or not session_id
+                or not isinstance(hook_event, str) or entry.get("event.name") == "session.status"):
             return []
         facts = {name: _first(entry, paths, walk=False) for name, paths in ENTRY_FIELDS.items()}
         time_ns = int(entry.get("time_unix_nano") or 0)
