@@ -133,6 +133,8 @@ class Service:
         col = self.config["collector"]
         resource = {"user.id": col.get("user_id") or _login(), "host.name": col.get("host_name") or socket.gethostname()}
         correlator = Correlator(self._store.get("correlator", {}))
+        if "status" not in self.components:
+            self.components["status"] = _status_tracker()
         self._pipeline = Pipeline(agents, resource, self._store.seen, correlator,
                                   bool(self.config["masking"].get("enabled", True)), self.components.get("status"))
 
@@ -311,6 +313,15 @@ class Service:
             atomic_write(self.paths.state_dir / "status.json", orjson.dumps(self.snapshot()))
         except OSError as exc:
             log.warning("cannot write status: %s", exc)
+
+
+def _status_tracker() -> Any:
+    """Session status is part of the output in every mode (collect and run)."""
+    try:
+        from collector.pipeline.status import SessionStatusTracker
+    except ImportError:
+        return None
+    return SessionStatusTracker()
 
 
 def _login() -> str:

@@ -43,6 +43,10 @@ def test_fixture_case(case: Path, tmp_path: Path) -> None:
     if truth.exists() and truth.read_text().strip():
         assert entry_tokens(entries) == truth_from_file(truth)
 
+    if "statuses" in expected:
+        ordered = sorted(entries, key=lambda e: e["time_unix_nano"])
+        assert [e["session.status"] for e in ordered if e["event.name"] == "session.status"] == expected["statuses"]
+
     pairs = tool_pairs(entries)
     assert set(pairs) == set(expected["tools"])
     for call_id, want in expected["tools"].items():

@@ -23,7 +23,10 @@ log = logging.getLogger(__name__)
 
 class StatusObserver(Protocol):
     def observe(self, entry: dict[str, Any], record: RawRecord | None) -> list[dict[str, Any]]:
-        """Return new ``session.status`` entries caused by ``entry``."""
+        """Return new ``session.status`` entries caused by ``entry`` (and its hook record, if any)."""
+
+    def observe_record(self, record: RawRecord) -> list[dict[str, Any]]:
+        """Return new ``session.status`` entries caused by a hook record that made no entry."""
 
 
 @dataclass(slots=True)
@@ -69,7 +72,7 @@ class Pipeline:
         self.stats = PipelineStats()
 
     def process(self, records: Iterable[RawRecord]) -> Output:
-        parsed: list[tuple[dict[str, Any], RawRecord]] = []
+        parsed: list[tuple[RawRecord, list[dict[str, Any]]]] = []
         paths: list[tuple[str, str]] = []
         for record in records:
             self.stats.records += 1
@@ -79,19 +82,29 @@ class Pipeline:
                 continue
             if record.kind == "hook" and settings.path_fields:
                 paths.extend(_discovered(record, settings.path_fields))
-            parsed.extend((e.to_dict(), record) for e in self._parse(settings, record))
-        fresh_ids = {e["event.id"] for e in self.deduper.fresh([e for e, _ in parsed])}
+            parsed.append((record, [e.to_dict() for e in self._parse(settings, record)]))
+        fresh_ids = {e["event.id"] for e in self.deduper.fresh([e for _, es in parsed for e in es])}
         out: list[dict[str, Any]] = []
-        for entry, record in parsed:
-            if entry["event.id"] not in fresh_ids:
-                self.stats.duplicates += 1
-                continue
-            fresh_ids.discard(entry["event.id"])  # a second copy within the batch is a duplicate too
-            out.append(self._finish(entry))
-            if self.status is not None:
-                extra = self.deduper.fresh(self.status.observe(entry, record))
-                out.extend(self._finish(e) for e in extra)
+        for record, entries in parsed:
+            emitted = False
+            for entry in entries:
+                if entry["event.id"] not in fresh_ids:
+                    self.stats.duplicates += 1
+                    continue
+                fresh_ids.discard(entry["event.id"])  # a second copy within the batch is a duplicate too
+                out.append(self._finish(entry))
+                emitted = True
+                self._observe_status(out, entry, record)
+            if not emitted and record.kind == "hook" and self.status is not None:
+                self._emit_status(out, self.status.observe_record(record))
         return Output(out, paths)
+
+    def _observe_status(self, out: list[dict[str, Any]], entry: dict[str, Any], record: RawRecord) -> None:
+        if self.status is not None:
+            self._emit_status(out, self.status.observe(entry, record if record.kind == "hook" else None))
+
+    def _emit_status(self, out: list[dict[str, Any]], extra: list[dict[str, Any]]) -> None:
+        out.extend(self._finish(e) for e in self.deduper.fresh(extra))
 
     def _parse(self, settings: AgentSettings, record: RawRecord) -> list[Any]:
         try:

@@ -146,13 +146,12 @@ class JsonlFiles:
         yield from self._drain_rotated(path)
         observed = time.time_ns()
         while True:
-            produced = False
+            before = cursor.offset
             for line, start in iter_lines(fd, cursor, self.max_line, READ_BUDGET):
-                produced = True
                 position = self._position(path, ident, cursor)
                 self.stats.bytes += 0 if line is None else len(line) + 1
                 yield self._record(path, ident, line, start, observed), position
-            if not produced:
+            if cursor.offset == before:
                 break
         self._positions[path] = self._position(path, ident, cursor).value
 

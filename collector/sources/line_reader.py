@@ -27,7 +27,7 @@ def iter_lines(fd: int, cursor: LineCursor, max_line: int, budget: int) -> Itera
     read_at = cursor.offset
     pending = bytearray()
     consumed = 0
-    while consumed < budget:
+    while consumed < budget or pending:  # never stop in the middle of a line
         chunk = os.pread(fd, CHUNK, read_at)
         if not chunk:
             return
