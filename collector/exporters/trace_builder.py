@@ -112,7 +112,7 @@ class TurnInput:
     agent: str
     session: str
     key: str
-    entries: list[Entry]
+    entries: Sequence[Entry]
     complete: bool = True
     include_root: bool = True  # False: entries that arrived after their turn was sent (no new root)
 
@@ -470,4 +470,3 @@ def is_turn_end(entry: Entry) -> bool:
     if name == "session.end":
         return True
     return name == "session.status" and entry.get("session.status") in _ENDING_STATUSES
-

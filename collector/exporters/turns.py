@@ -1,0 +1,176 @@
+"""Group entries into user turns for the trace exporter. Pure state, no I/O; serialisable to JSON.
+
+A turn begins at ``user.prompt`` and ends at the next prompt of the session, ``session.end``, a
+``session.status`` of ready_for_review/closed/error, or after ``idle_ns`` without new entries (then it is
+sent marked incomplete). An ended turn waits ``grace_ns`` for stragglers (a transcript line read after the
+hook that ended the turn) before it is released. Entries that name their turn (``gen_ai.turn.id``) go to
+it; others go to the session's current turn. Entries for a turn already released come back as a *late*
+unit (spans without a new root, parented by the deterministic root id).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from collector.exporters.trace_builder import TurnInput, is_turn_end
+
+Entry = dict[str, Any]
+TurnKey = tuple[str, str, str]  # agent, session, turn key
+_SESSION_ONLY = ("session.start", "session.end", "session.status")
+
+
+@dataclass(slots=True)
+class OpenTurn:
+    agent: str
+    session: str
+    key: str
+    entries: list[Entry] = field(default_factory=list)
+    ids: set[str] = field(default_factory=set)
+    last_arrival_ns: int = 0
+    ending_since_ns: int | None = None
+
+
+@dataclass(slots=True)
+class ClosedTurn:
+    ids: set[str] = field(default_factory=set)
+    span_ids: set[str] = field(default_factory=set)
+
+
+class TurnAssembler:
+    def __init__(self, idle_ns: int, grace_ns: int = 0, max_closed: int = 256) -> None:
+        self.idle_ns = idle_ns
+        self.grace_ns = grace_ns
+        self.max_closed = max_closed
+        self.open: dict[TurnKey, OpenTurn] = {}
+        self.current: dict[tuple[str, str], str] = {}
+        self.closed: OrderedDict[TurnKey, ClosedTurn] = OrderedDict()
+        self.late: dict[TurnKey, list[Entry]] = {}
+        self.duplicates = 0
+        self.late_entries = 0
+
+    # -- intake -----------------------------------------------------------------------------------------
+    def add(self, entry: Entry, now_ns: int) -> None:
+        name = str(entry.get("event.name", ""))
+        agent = str(entry.get("gen_ai.agent.type") or "")
+        session = str(entry.get("gen_ai.session.id") or "")
+        event_id = str(entry.get("event.id") or "")
+        turn_id = entry.get("gen_ai.turn.id")
+        skey = (agent, session)
+        if name == "user.prompt":
+            key = str(turn_id or event_id)
+            previous = self.current.get(skey)
+            if previous is not None and previous != key:
+                self._end((agent, session, previous), now_ns)
+            self.current[skey] = key
+        elif turn_id:
+            key = str(turn_id)
+        else:
+            current = self.current.get(skey)
+            if current is None:
+                if name in _SESSION_ONLY:
+                    return  # nothing of a turn to hang it on
+                current = event_id
+                self.current[skey] = current
+            key = current
+        tkey = (agent, session, key)
+        closed = self.closed.get(tkey)
+        if closed is not None:
+            if event_id in closed.ids:
+                self.duplicates += 1
+            else:
+                closed.ids.add(event_id)
+                self.late.setdefault(tkey, []).append(entry)
+                self.late_entries += 1
+            return
+        turn = self.open.get(tkey)
+        if turn is None:
+            turn = self.open[tkey] = OpenTurn(agent, session, key)
+        if event_id in turn.ids:
+            self.duplicates += 1
+            return
+        turn.entries.append(entry)
+        turn.ids.add(event_id)
+        turn.last_arrival_ns = now_ns
+        if name == "session.end":
+            for other in [k for k in self.open if k[:2] == skey]:
+                self._end(other, now_ns)
+        elif is_turn_end(entry):
+            self._end(tkey, now_ns)
+
+    def _end(self, tkey: TurnKey, now_ns: int) -> None:
+        turn = self.open.get(tkey)
+        if turn is not None and turn.ending_since_ns is None:
+            turn.ending_since_ns = now_ns
+
+    # -- release ----------------------------------------------------------------------------------------
+    def due(self, now_ns: int) -> list[TurnInput]:
+        """Turns ready to be sent (ended + grace, or idle), and late entries; they leave the open set."""
+        out: list[TurnInput] = []
+        for tkey, turn in list(self.open.items()):
+            ended = turn.ending_since_ns is not None and now_ns - turn.ending_since_ns >= self.grace_ns
+            idle = turn.ending_since_ns is None and now_ns - turn.last_arrival_ns >= self.idle_ns
+            if not (ended or idle):
+                continue
+            del self.open[tkey]
+            if self.current.get(tkey[:2]) == tkey[2]:
+                del self.current[tkey[:2]]
+            self.closed[tkey] = ClosedTurn(ids=set(turn.ids))
+            out.append(TurnInput(turn.agent, turn.session, turn.key, turn.entries, complete=ended))
+        for tkey, entries in self.late.items():
+            out.append(TurnInput(tkey[0], tkey[1], tkey[2], entries, complete=True, include_root=False))
+        self.late = {}
+        while len(self.closed) > self.max_closed:
+            self.closed.popitem(last=False)
+        return out
+
+    def record_sent(self, turn: TurnInput, span_ids: list[str]) -> list[str]:
+        """Remember the spans sent for ``turn``; return those not sent before (a late unit may repeat one)."""
+        closed = self.closed.setdefault((turn.agent, turn.session, turn.key), ClosedTurn())
+        fresh = [s for s in span_ids if s not in closed.span_ids]
+        closed.span_ids.update(fresh)
+        return fresh
+
+    @property
+    def open_turns(self) -> int:
+        return len(self.open)
+
+    # -- persistence ------------------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "open": [
+                {
+                    "agent": t.agent,
+                    "session": t.session,
+                    "key": t.key,
+                    "entries": t.entries,
+                    "last_arrival_ns": t.last_arrival_ns,
+                    "ending_since_ns": t.ending_since_ns,
+                }
+                for t in self.open.values()
+            ],
+            "current": [[a, s, k] for (a, s), k in self.current.items()],
+            "closed": [[*k, sorted(c.ids), sorted(c.span_ids)] for k, c in self.closed.items()],
+            "late": [[*k, v] for k, v in self.late.items()],
+        }
+
+    def load_json(self, data: Mapping[str, Any]) -> None:
+        for item in data.get("open", []):
+            turn = OpenTurn(
+                agent=item["agent"],
+                session=item["session"],
+                key=item["key"],
+                entries=list(item["entries"]),
+                last_arrival_ns=int(item["last_arrival_ns"]),
+                ending_since_ns=item.get("ending_since_ns"),
+            )
+            turn.ids = {str(e.get("event.id") or "") for e in turn.entries}
+            self.open[(turn.agent, turn.session, turn.key)] = turn
+        for agent, session, key in data.get("current", []):
+            self.current[(agent, session)] = key
+        for agent, session, key, ids, span_ids in data.get("closed", []):
+            self.closed[(agent, session, key)] = ClosedTurn(set(ids), set(span_ids))
+        for agent, session, key, entries in data.get("late", []):
+            self.late[(agent, session, key)] = list(entries)
