@@ -12,7 +12,7 @@ _RULES: tuple[tuple[str, str, int], ...] = (
     ("aws_access_key", r"\b(?:AKIA|ASIA|ABIA|ACCA|AROA|AIDA)[0-9A-Z]{16}\b", 0),
     (
         "aws_secret_key",
-        r"(?i)(?:aws_?secret_?access_?key|aws_?secret|secret_?access_?key)[\"']?\s*[:=]\s*[\"']?([A-Za-z0-9/+=]{40})\b",
+        r"(?i)(?:aws_?secret_?access_?key|aws_?secret|secret_?access_?key)[\"']?\s*[:=]\s*[\"']?([A-Za-z0-9/+=]{30,})",
         1,
     ),
     ("gcp_api_key", r"\bAIza[0-9A-Za-z_\-]{35}\b", 0),
