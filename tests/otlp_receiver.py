@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import threading
+import time
 import zlib
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -54,6 +55,7 @@ class OtlpReceiver:
         self.port = port
         self.received = Received()
         self.fail_with: int | None = None
+        self.delay_s = 0.0
         self.requests = 0
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -102,6 +104,8 @@ class OtlpReceiver:
             self._thread.join(timeout=5)
 
     def _handle(self, path: str, body: bytes, headers: dict[str, str]) -> int:
+        if self.delay_s:
+            time.sleep(self.delay_s)
         with self._lock:
             self.requests += 1
             if self.fail_with is not None:
