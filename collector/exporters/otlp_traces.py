@@ -11,6 +11,7 @@ bigger than what one batch and one tick produce. Deterministic ids make any rese
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -80,6 +81,9 @@ class OtlpTracesExporter:
         self.sent_traces = 0
         self.incomplete_traces = 0
         self.rejected_spans = 0
+        self._lock = (
+            threading.RLock()
+        )  # the queue's thread exports and ticks; flush_all may come from another
         self._load()
 
     # -- state ------------------------------------------------------------------------------------------
@@ -106,6 +110,10 @@ class OtlpTracesExporter:
 
     # -- the Exporter interface ---------------------------------------------------------------------------
     def export(self, batch: Sequence[Entry]) -> None:
+        with self._lock:
+            self._export(batch)
+
+    def _export(self, batch: Sequence[Entry]) -> None:
         self._send_outbox()  # raises while the backend is down: the queue keeps the batch
         now = time.time_ns()
         for entry in batch:
@@ -119,19 +127,22 @@ class OtlpTracesExporter:
 
     def tick(self, now_ns: int) -> None:
         """Release idle or ended turns; retry the outbox (raises ExportError when the backend is down)."""
-        if self._release(now_ns):
-            self._save()
-        self._send_outbox()
+        with self._lock:
+            if self._release(now_ns):
+                self._save()
+            self._send_outbox()
 
     def flush_all(self) -> None:
         """Send every open turn now, marked incomplete (used by replays and tests)."""
-        self.turns.idle_ns = 0
-        self.turns.grace_ns = 0
-        self.tick(time.time_ns())
+        with self._lock:
+            self.turns.idle_ns = 0
+            self.turns.grace_ns = 0
+            self.tick(time.time_ns())
 
     def shutdown(self) -> None:
-        self._save()
-        self.sdk.exporter.shutdown()
+        self.sdk.exporter.shutdown()  # first: aborts a send blocked in the SDK's retries
+        with self._lock:
+            self._save()
 
     def stats(self) -> dict[str, Any]:
         return {

@@ -53,7 +53,7 @@ class QueueOptions:
 
     max_batch: int = 512
     max_batch_bytes: int = 4 * 1024 * 1024
-    segment_bytes: int | None = None  # default: cap/8, between 64 KiB and 8 MiB
+    segment_bytes: int | None = None  # default: cap/8, between 4 KiB and 8 MiB
     backoff_initial: float = 0.5
     backoff_max: float = 30.0
     tick_interval: float = 1.0
@@ -286,7 +286,7 @@ class QueuedExporter:
         self.inner = inner
         self.name = inner.name
         self.options = options or QueueOptions()
-        segment_bytes = self.options.segment_bytes or max(64 * 1024, min(8 * 1024 * 1024, cap_bytes // 8))
+        segment_bytes = self.options.segment_bytes or max(4096, min(8 * 1024 * 1024, cap_bytes // 8))
         self._store = _SegmentStore(Path(dir), cap_bytes, segment_bytes)
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)

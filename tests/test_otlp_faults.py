@@ -1,0 +1,231 @@
+"""OTLP under faults: the backend goes down mid-stream, the queue cap is reached, the process is killed."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from otlp_receiver import OtlpReceiver
+from support import make_paths
+
+from collector.exporters.otlp import build_otlp_exporters
+from collector.exporters.queue import QueuedExporter, QueueOptions
+
+FAST = QueueOptions(
+    max_batch=100, backoff_initial=0.05, backoff_max=0.2, tick_interval=0.05, drain_timeout=5.0
+)
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def entry(i: int) -> dict[str, Any]:
+    turn = i // 10
+    name = "user.prompt" if i % 10 == 0 else ("llm.response" if i % 10 == 9 else "tool.call")
+    out: dict[str, Any] = {
+        "event.name": name,
+        "event.id": f"{i:032x}",
+        "time_unix_nano": 1_800_000_000_000_000_000 + i * 1_000_000,
+        "gen_ai.agent.type": "claude-code",
+        "gen_ai.session.id": f"s{turn % 4}",
+        "gen_ai.turn.id": f"turn-{turn}",
+        "seq": i,
+    }
+    if name == "tool.call":
+        out |= {"gen_ai.tool.name": "Bash", "gen_ai.tool.call.id": f"call-{i}"}
+    if name == "llm.response":
+        out |= {
+            "gen_ai.response.id": f"msg-{i}",
+            "gen_ai.usage.input_tokens": 100,
+            "gen_ai.usage.output_tokens": 7,
+        }
+    return out
+
+
+@pytest.fixture
+def receiver() -> Iterator[OtlpReceiver]:
+    r = OtlpReceiver().start()
+    yield r
+    r.stop()
+
+
+def queues(config: dict[str, Any], tmp: Path, options: QueueOptions = FAST) -> list[QueuedExporter]:
+    out = build_otlp_exporters(config, {}, make_paths(tmp), options=options)
+    assert all(isinstance(e, QueuedExporter) for e in out)
+    return [e for e in out if isinstance(e, QueuedExporter)]
+
+
+def wait_until(cond: Any, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def assert_duplicates_identical(records: list[dict[str, Any]], key: str) -> dict[str, dict[str, Any]]:
+    seen: dict[str, dict[str, Any]] = {}
+    for record in records:
+        ident = record["attributes"][key] if key in record["attributes"] else record[key]
+        if ident in seen:
+            assert seen[ident] == record, f"duplicate {ident} differs"
+        seen[ident] = record
+    return seen
+
+
+def test_backend_down_while_1000_entries_flow(receiver: OtlpReceiver, tmp_path: Path) -> None:
+    config = {"endpoint": receiver.endpoint, "timeout": 0.5, "turn_grace": 0, "turn_idle_timeout": 0.5}
+    exporters = queues(config, tmp_path)
+    for start in range(0, 1000, 20):
+        if start == 300:
+            receiver.stop()
+        if start == 700:
+            wait_until(lambda: all(e.stats()["backend_up"] is False for e in exporters))
+            assert all(e.stats()["queued"] > 0 for e in exporters if e.name.endswith("logs"))
+            receiver.start()  # same port
+        batch = [entry(i) for i in range(start, start + 20)]
+        began = time.monotonic()
+        for exporter in exporters:
+            exporter.export(batch)  # never blocks on the dead backend
+        assert time.monotonic() - began < 0.5
+    wait_until(lambda: all(not e.stats()["queued"] for e in exporters))
+    wait_until(lambda: all(not e.stats()["inner"].get("open_turns") for e in exporters))
+    wait_until(lambda: all(not e.stats()["inner"].get("outbox_spans") for e in exporters))
+    stats = {e.name: e.stats() for e in exporters}
+    for exporter in exporters:
+        exporter.shutdown()
+
+    logs = assert_duplicates_identical(receiver.logs(), "event.id")
+    assert sorted(logs) == [f"{i:032x}" for i in range(1000)], "every record arrived"
+    spans = receiver.spans()
+    unique = {}
+    for span in spans:
+        unique.setdefault(span["span_id"], span)
+        assert unique[span["span_id"]] == span, "a duplicate span differs from the first copy"
+    roots = [s for s in unique.values() if s["parent_id"] is None]
+    assert sorted(r["attributes"]["gen_ai.turn.id"] for r in roots) == sorted(f"turn-{t}" for t in range(100))
+    assert sum(int(s["attributes"].get("gen_ai.usage.input_tokens", 0)) for s in unique.values()) == 100 * 100
+    points = receiver.latest_metric_points()
+    tokens = [p for p in points if p["name"] == "gen_ai.client.token.usage"]
+    assert sum(p["sum"] for p in tokens if p["attributes"]["gen_ai.token.type"] == "input") == 100 * 100
+    assert all(s["dropped"] == 0 and s["failures"] > 0 for s in stats.values()), stats
+
+
+def test_cap_drops_oldest_counts_and_breaks_nothing(
+    receiver: OtlpReceiver, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    healthy = OtlpReceiver().start()
+    receiver.stop()  # the first backend is down from the start
+    config = {
+        "endpoint": receiver.endpoint,
+        "signals": ["logs"],
+        "timeout": 0.3,
+        "queue_max_mb": 0.05,  # about 52 kB
+        "backends": [{"name": "healthy", "endpoint": healthy.endpoint, "signals": ["logs"]}],
+    }
+    try:
+        down, up = sorted(queues(config, tmp_path), key=lambda q: q.name)
+        assert (down.name, up.name) == ("otlp-default-logs", "otlp-healthy-logs")
+        with caplog.at_level(logging.ERROR, logger="collector.exporters.queue"):
+            for start in range(0, 1000, 20):
+                batch = [entry(i) for i in range(start, start + 20)]
+                down.export(batch)
+                up.export(batch)
+        stats = down.stats()
+        assert stats["dropped"] > 0 and stats["queued_bytes"] <= 52_428
+        assert stats["queued"] + stats["dropped"] == 1000
+        assert any("dropped the" in r.message for r in caplog.records)
+        assert up.flush(20) and len(healthy.logs()) == 1000  # the other backend never noticed
+        receiver.start()
+        assert down.flush(20)
+        arrived = [int(r["attributes"]["seq"]) for r in receiver.logs()]
+        assert arrived == list(range(1000 - len(arrived), 1000)), "only the oldest went missing, order kept"
+        assert len(arrived) == stats["queued"]
+        assert down.stats()["dropped"] == stats["dropped"]
+        down.shutdown()
+        up.shutdown()
+    finally:
+        healthy.stop()
+
+
+def test_slow_backend_does_not_stall_another(receiver: OtlpReceiver, tmp_path: Path) -> None:
+    slow = OtlpReceiver().start()
+    slow.delay_s = 1.0
+    config = {
+        "endpoint": slow.endpoint,
+        "signals": ["logs"],
+        "timeout": 5,
+        "backends": [{"name": "fast", "endpoint": receiver.endpoint, "signals": ["logs"]}],
+    }
+    try:
+        slow_q, fast_q = sorted(queues(config, tmp_path), key=lambda q: q.name)
+        began = time.monotonic()
+        for start in range(0, 200, 20):
+            batch = [entry(i) for i in range(start, start + 20)]
+            slow_q.export(batch)
+            fast_q.export(batch)
+        assert time.monotonic() - began < 1.0
+        assert fast_q.flush(5) and len(receiver.logs()) == 200
+        assert slow_q.stats()["queued"] > 0  # still working through it
+        slow.delay_s = 0.0
+        assert slow_q.flush(20)
+        slow_q.shutdown()
+        fast_q.shutdown()
+    finally:
+        slow.stop()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_kill_9_while_queued_then_restart_delivers(tmp_path: Path) -> None:
+    port = free_port()  # nothing listens there yet: the backend is down
+    endpoint = f"http://127.0.0.1:{port}"
+    driver = Path(__file__).with_name("otlp_kill_driver.py")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, str(driver), str(tmp_path), endpoint, "500"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "queued 500"
+        time.sleep(0.3)  # let the delivery threads fail a few times and persist half-built turns
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    assert proc.returncode == -signal.SIGKILL
+    receiver = OtlpReceiver(port).start()
+    try:
+        done = subprocess.run(
+            [sys.executable, str(driver), str(tmp_path), endpoint, "--deliver"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        stats = json.loads(done.stdout.strip().splitlines()[-1])
+        logs = assert_duplicates_identical(receiver.logs(), "event.id")
+        assert sorted(logs) == [f"{i:032x}" for i in range(500)]
+        spans: dict[str, dict[str, Any]] = {}
+        for span in receiver.spans():
+            assert spans.setdefault(span["span_id"], span) == span
+        roots = [s for s in spans.values() if s["parent_id"] is None]
+        assert len(roots) == 50 and len(spans) == 500
+        assert all(s["queued"] == 0 and s["dropped"] == 0 for s in stats.values()), stats
+    finally:
+        receiver.stop()
