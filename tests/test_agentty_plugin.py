@@ -53,7 +53,8 @@ def check_tree(tree: dict[str, Any]) -> None:
         assert depth <= 12, "tree deeper than 12"
         assert isinstance(node, dict) and node.get("type") in ELEMENTS, f"unknown element {node!r:.80}"
         kind = node["type"]
-        assert set(node) - {"type"} <= ELEMENTS[kind], f"{kind} has unknown fields {set(node) - ELEMENTS[kind]}"
+        unknown = set(node) - {"type"} - ELEMENTS[kind]
+        assert not unknown, f"{kind} has unknown fields {unknown}"
         assert REQUIRED.get(kind, set()) <= set(node), f"{kind} lacks {REQUIRED[kind] - set(node)}"
         for value in node.values():
             assert not isinstance(value, str) or len(value) <= 20_000
