@@ -1,0 +1,292 @@
+"""Install, uninstall and inspect an agent's integrations, file by file.
+
+For one file: the *baseline* is the file without our entries (from the deploy record when the file
+still holds exactly what we wrote, else by stripping our entries structurally); the new content is the
+baseline with our entries applied. Writing only when that differs makes install idempotent; restoring
+the baseline makes uninstall byte-identical when nobody else touched the file in between.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from collector.definitions.loader import AgentDefinition
+from collector.deploy.codex_trust import codex_trust
+from collector.deploy.fsutil import (
+    missing_parents,
+    read_or_none,
+    remove_empty_dirs,
+    remove_file,
+    write_atomic,
+)
+from collector.deploy.model import (
+    Action,
+    Change,
+    Conflict,
+    DeployError,
+    IntegrationStatus,
+    NotImplementedKind,
+    State,
+)
+from collector.deploy.records import DeployRecord, RecordStore
+from collector.deploy.strategies import Check, FileEdit, edits_for
+from collector.paths import Paths
+
+log = logging.getLogger(__name__)
+
+_WORST = ["ok", "outdated", "missing", "partial", "conflict"]
+
+
+def _group_by_file(edits: Iterable[FileEdit]) -> dict[Path, list[FileEdit]]:
+    out: dict[Path, list[FileEdit]] = {}
+    for edit in edits:
+        out.setdefault(edit.path, []).append(edit)
+    return out
+
+
+def _agent_edits(
+    defn: AgentDefinition, paths: Paths, hook_script: Path | None
+) -> tuple[dict[Path, list[FileEdit]], list[Change]]:
+    edits: list[FileEdit] = []
+    problems: list[Change] = []
+    for spec in defn.integrations:
+        try:
+            edits.extend(edits_for(defn.id, spec, paths, hook_script))
+        except DeployError as exc:
+            label = spec.get("file") or spec.get("dir") or spec["kind"]
+            problems.append(Change(defn.id, label, Action.ERROR, str(exc)))
+    return _group_by_file(edits), problems
+
+
+def _strip_all(edits: list[FileEdit], current: bytes | None) -> bytes | None:
+    for edit in reversed(edits):
+        current = edit.strip(current)
+    return current
+
+
+def _baseline(store: RecordStore, record: DeployRecord | None, current: bytes | None,
+              edits: list[FileEdit]) -> bytes | None:
+    if record is not None and record.holds_what_we_wrote(current):
+        try:
+            return store.baseline(record)
+        except FileNotFoundError as exc:
+            log.warning("%s; removing our entries structurally instead", exc)
+    return _strip_all(edits, current)
+
+
+def _install_file(
+    agent: str, path: Path, edits: list[FileEdit], store: RecordStore, dry_run: bool
+) -> Change:
+    try:
+        current = read_or_none(path)
+        record = store.load(agent, path)
+        baseline = _baseline(store, record, current, edits)
+        new, conflicts = baseline, []
+        for edit in edits:
+            try:
+                new = edit.apply(new)
+            except Conflict as exc:
+                conflicts.append(str(exc))
+    except (DeployError, OSError) as exc:
+        return Change(agent, str(path), Action.ERROR, _reason(exc, path), dry_run)
+    specs = [edit.spec for edit in edits]
+    if new == current:
+        if not dry_run:
+            if new == baseline and record is not None:
+                store.delete(record)  # nothing of ours is in this file
+            elif new != baseline and (record is None or not record.holds_what_we_wrote(current)):
+                store.save(agent, path, specs, baseline, current, [])
+        if conflicts:
+            return Change(agent, str(path), Action.CONFLICT, "; ".join(conflicts), dry_run)
+        return Change(agent, str(path), Action.UNCHANGED, "already in place", dry_run)
+    created = missing_parents(path) if current is None else []
+    try:
+        if not dry_run:
+            if new is None:
+                remove_file(path)
+            else:
+                write_atomic(path, new)
+            store.save(agent, path, specs, baseline, new, created)
+    except OSError as exc:
+        return Change(agent, str(path), Action.ERROR, _reason(exc, path), dry_run)
+    summary = _describe(edits, created)
+    if conflicts:
+        summary += "; " + "; ".join(conflicts)
+    return Change(agent, str(path), Action.CREATE if current is None else Action.UPDATE, summary, dry_run)
+
+
+def _reason(exc: Exception, path: Path) -> str:
+    if isinstance(exc, OSError):
+        return f"{path}: {exc.strerror or exc}"
+    return str(exc)
+
+
+def _describe(edits: list[FileEdit], created: list[Path]) -> str:
+    parts = []
+    for edit in edits:
+        kind = edit.spec["kind"]
+        if kind == "settings_hooks":
+            parts.append(f"hooks for {len(edit.spec['events'])} events")
+        elif kind == "toml_notify":
+            parts.append(f"{edit.spec['key']} = agent-collector hook")
+        elif kind in ("dropin_plugin", "plugin_inject") and edit.path.name == Path(edit.spec["asset"]).name:
+            parts.append("plugin file")
+        else:
+            parts.append(f"plugin listed in {edit.spec.get('list_key', '?')}")
+    if created:
+        parts.append("created " + ", ".join(str(d) for d in created))
+    return ", ".join(parts)
+
+
+def _uninstall_file(
+    agent: str, path: Path, edits: list[FileEdit], store: RecordStore, dry_run: bool
+) -> Change:
+    record = store.load(agent, path)
+    try:
+        current = read_or_none(path)
+        how = "removed our entries (the file changed since we wrote it; other changes kept)"
+        if record is not None and record.holds_what_we_wrote(current):
+            try:
+                target = store.baseline(record)
+                how = "restored the original bytes" if target is not None else "deleted (we created it)"
+            except FileNotFoundError:
+                target = _strip_all(edits, current)
+        else:
+            target = _strip_all(edits, current)
+    except (DeployError, OSError) as exc:
+        return Change(agent, str(path), Action.ERROR, _reason(exc, path), dry_run)
+    if target == current:
+        if record is not None and not dry_run:
+            store.delete(record)
+        return Change(agent, str(path), Action.UNCHANGED, "nothing of ours", dry_run)
+    try:
+        if not dry_run:
+            if target is None:
+                remove_file(path)
+            else:
+                write_atomic(path, target)
+            if target is None and record is not None:
+                removed = remove_empty_dirs([Path(d) for d in record.created_dirs])
+                if removed:
+                    how += "; removed " + ", ".join(str(d) for d in removed)
+            if record is not None:
+                store.delete(record)
+    except OSError as exc:
+        return Change(agent, str(path), Action.ERROR, _reason(exc, path), dry_run)
+    action = Action.DELETE if target is None else Action.RESTORE if "restored" in how else Action.UPDATE
+    return Change(agent, str(path), action, how, dry_run)
+
+
+def install_agent(
+    defn: AgentDefinition, paths: Paths, hook_script: Path | None = None, dry_run: bool = False
+) -> list[Change]:
+    """Deploy every integration of ``defn``; one Change per file (errors included, never raised)."""
+    by_file, problems = _agent_edits(defn, paths, hook_script)
+    store = RecordStore(paths)
+    return problems + [_install_file(defn.id, p, e, store, dry_run) for p, e in by_file.items()]
+
+
+def repair_file(
+    defn: AgentDefinition, paths: Paths, file: Path, hook_script: Path | None = None
+) -> list[Change]:
+    """Re-apply only the integrations that write into ``file`` (the watchdog's repair)."""
+    by_file, _ = _agent_edits(defn, paths, hook_script)
+    store = RecordStore(paths)
+    return [_install_file(defn.id, p, e, store, False) for p, e in by_file.items() if p == file]
+
+
+def uninstall_agent(
+    defn: AgentDefinition | str, paths: Paths, hook_script: Path | None = None, dry_run: bool = False
+) -> list[Change]:
+    """Remove our entries from every file of the agent's definition and every file we have a record of."""
+    agent = defn if isinstance(defn, str) else defn.id
+    store = RecordStore(paths)
+    by_file: dict[Path, list[FileEdit]] = {}
+    changes: list[Change] = []
+    if not isinstance(defn, str):
+        by_file, problems = _agent_edits(defn, paths, hook_script)
+        changes += [c for c in problems if "not implemented" not in c.summary]
+    for record in store.all(agent):
+        if record.path not in by_file:
+            by_file[record.path] = _edits_from_record(record, paths, hook_script)
+    changes += [_uninstall_file(agent, p, e, store, dry_run) for p, e in by_file.items()]
+    return changes
+
+
+def _edits_from_record(record: DeployRecord, paths: Paths, hook_script: Path | None) -> list[FileEdit]:
+    out: list[FileEdit] = []
+    for spec in record.specs:
+        try:
+            out.extend(e for e in edits_for(record.agent, spec, paths, hook_script) if e.path == record.path)
+        except DeployError:
+            continue
+    return out
+
+
+def deployed_files(paths: Paths, agent: str | None = None) -> list[Path]:
+    return [record.path for record in RecordStore(paths).all(agent)]
+
+
+def integration_state(
+    defn: AgentDefinition, paths: Paths, hook_script: Path | None = None
+) -> list[IntegrationStatus]:
+    """One status per integration of ``defn``: in place, missing, foreign-modified, untrusted..."""
+    store = RecordStore(paths)
+    out = []
+    for spec in defn.integrations:
+        out.append(_spec_state(defn.id, spec, paths, hook_script, store))
+    return out
+
+
+def _spec_state(agent: str, spec: dict[str, Any], paths: Paths, hook_script: Path | None,
+                store: RecordStore) -> IntegrationStatus:
+    label = spec.get("file") or spec.get("dir") or ""
+    try:
+        edits = edits_for(agent, spec, paths, hook_script)
+    except NotImplementedKind as exc:
+        return IntegrationStatus(agent, spec["kind"], label, State.NOT_IMPLEMENTED, str(exc))
+    except DeployError as exc:
+        return IntegrationStatus(agent, spec["kind"], label, State.ERROR, str(exc))
+    file = str(edits[-1].path)
+    try:
+        checks = [(edit, edit.check(read_or_none(edit.path))) for edit in edits]
+    except (DeployError, OSError) as exc:
+        return IntegrationStatus(agent, spec["kind"], file, State.ERROR, _reason(exc, edits[-1].path))
+    worst: Check = max((c for _, c in checks), key=lambda c: _WORST.index(c.level))
+    recorded = any(store.load(agent, edit.path) is not None for edit, _ in checks)
+    state, hint = _state_of(worst, recorded, agent)
+    if state is State.IN_PLACE and spec.get("trust", {}).get("store") == "codex_hooks_state":
+        state, hint = _codex_trust_state(edits[-1].path, paths, spec, hint)
+    return IntegrationStatus(agent, spec["kind"], file, state, hint)
+
+
+def _state_of(check: Check, recorded: bool, agent: str) -> tuple[State, str]:
+    if check.level == "ok":
+        return State.IN_PLACE, check.hint
+    if check.level == "conflict":
+        return State.CONFLICT, check.hint
+    if check.level == "outdated":
+        return State.OUTDATED, f"{check.hint}; `agent-collector install --agent {agent}` updates them"
+    if recorded:
+        return State.FOREIGN_MODIFIED, (
+            f"another program removed or changed our entries: {check.hint}; the watchdog puts them back, "
+            f"or run `agent-collector install --agent {agent}`"
+        )
+    return State.MISSING, f"not installed ({check.hint}); run `agent-collector install --agent {agent}`"
+
+
+def _codex_trust_state(hooks_file: Path, paths: Paths, spec: dict[str, Any], hint: str) -> tuple[State, str]:
+    import json
+
+    config = paths.expand(spec["trust"].get("config", "${CODEX_HOME:-~/.codex}/config.toml"))
+    try:
+        hooks_json = json.loads(hooks_file.read_bytes())
+    except (OSError, ValueError) as exc:
+        return State.ERROR, f"{hooks_file}: {exc}"
+    report = codex_trust(hooks_file, hooks_json, config)
+    if report.ok:
+        return State.IN_PLACE, f"{hint}; {report.hint(config)}"
+    return State.UNTRUSTED, report.hint(config)

@@ -1,0 +1,90 @@
+"""Small file helpers: read-or-absent, atomic replace that keeps mode and symlinks, hashes."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+from pathlib import Path
+
+ABSENT_SHA = "absent"
+
+
+def sha256_of(data: bytes | None) -> str:
+    return ABSENT_SHA if data is None else hashlib.sha256(data).hexdigest()
+
+
+def read_or_none(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+def real_target(path: Path) -> Path:
+    """Where a write must go: through symlinks (dotfile managers link settings files)."""
+    return path.resolve() if path.is_symlink() else path
+
+
+def missing_parents(path: Path) -> list[Path]:
+    """Ancestors of ``path`` that do not exist yet, outermost first."""
+    out: list[Path] = []
+    parent = path.parent
+    while not parent.exists():
+        out.append(parent)
+        if parent.parent == parent:
+            break
+        parent = parent.parent
+    return list(reversed(out))
+
+
+def write_atomic(path: Path, data: bytes, mode: int | None = None) -> None:
+    """Write via a temp file in the same directory, fsync, then rename over ``path``.
+
+    Keeps the mode of the file it replaces (or uses ``mode``/0o644 for a new file)."""
+    target = real_target(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        keep_mode: int | None = target.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        keep_mode = mode if mode is not None else 0o644
+    tmp = target.with_name(f".{target.name}.agent-collector.{os.getpid()}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if keep_mode is not None:
+            os.chmod(tmp, keep_mode)
+        os.replace(tmp, target)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+    fsync_dir(target.parent)
+
+
+def fsync_dir(directory: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def remove_file(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        real_target(path).unlink()
+
+
+def remove_empty_dirs(dirs: list[Path]) -> list[Path]:
+    """Remove the given directories, innermost first, when empty; returns the ones removed."""
+    removed = []
+    for directory in sorted(dirs, key=lambda p: len(p.parts), reverse=True):
+        try:
+            directory.rmdir()
+            removed.append(directory)
+        except OSError:
+            continue
+    return removed
