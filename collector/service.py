@@ -125,10 +125,16 @@ class Service:
         assert self._store is not None
         capture_all = bool(self.config["content"].get("capture", False))
         agents = {}
-        for agent_id, defn in self.definitions.items():
+        for agent_id, defn in list(self.definitions.items()):
+            try:
+                parser = load_parser(defn.parser)
+            except ImportError as exc:
+                log.error("%s: parser %r cannot be loaded (%s); agent skipped", agent_id, defn.parser, exc)
+                del self.definitions[agent_id]
+                continue
             capture = agent_setting(self.config, agent_id, "content_capture", defn.content_capture or capture_all)
             path_fields = tuple(s["hook_path_field"] for s in defn.sources if s.get("hook_path_field"))
-            agents[agent_id] = AgentSettings(load_parser(defn.parser), bool(capture), defn.raw.get("provider"),
+            agents[agent_id] = AgentSettings(parser, bool(capture), defn.raw.get("provider"),
                                              path_fields)
         col = self.config["collector"]
         resource = {"user.id": col.get("user_id") or _login(), "host.name": col.get("host_name") or socket.gethostname()}
