@@ -81,7 +81,14 @@ def load_config(path: Path, env: Mapping[str, str] | None = None) -> dict[str, A
 
 
 def agent_setting(config: dict[str, Any], agent: str, key: str, default: Any) -> Any:
-    return config.get("agents", {}).get(agent, {}).get(key, default)
+    """``agents.<id>.<key>``; environment overrides spell the id with underscores
+    (``AGENT_COLLECTOR_AGENTS__CLAUDE_CODE__CONTENT_CAPTURE``), so both spellings are read."""
+    agents = config.get("agents", {})
+    for name in (agent, agent.replace("-", "_")):
+        section = agents.get(name, {})
+        if isinstance(section, dict) and key in section:
+            return section[key]
+    return default
 
 
 DEFAULT_FILE = """\

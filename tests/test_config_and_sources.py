@@ -1,0 +1,59 @@
+"""Config file + environment overrides, and transcripts found through a hook's transcript_path."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from collector.config import ConfigError, agent_setting, load_config
+from support import FIXTURES, collect, make_paths
+
+
+def test_file_then_environment(tmp_path: Path) -> None:
+    cfg = tmp_path / "config.toml"
+    cfg.write_text('[content]\ncapture = true\n[ingest]\nport = 5000\n[agents.claude-code]\nenabled = false\n')
+    config = load_config(cfg, env={"AGENT_COLLECTOR_INGEST__PORT": "5001",
+                                   "AGENT_COLLECTOR_AGENTS__QWEN_CODE__CONTENT_CAPTURE": "true"})
+    assert config["content"]["capture"] is True
+    assert config["ingest"]["port"] == 5001
+    assert config["masking"]["enabled"] is True, "defaults fill the rest"
+    assert agent_setting(config, "claude-code", "enabled", True) is False
+    assert agent_setting(config, "qwen-code", "content_capture", False) is True
+
+
+def test_bad_config_is_a_clear_error(tmp_path: Path) -> None:
+    cfg = tmp_path / "config.toml"
+    cfg.write_text("[content\ncapture = ")
+    with pytest.raises(ConfigError, match="config.toml"):
+        load_config(cfg, env={})
+
+
+def test_transcript_named_by_hook_is_followed(tmp_path: Path) -> None:
+    """A transcript outside the configured globs is read because a hook's transcript_path names it."""
+    case = FIXTURES / "claude-code" / "tool_then_answer"
+    paths = make_paths(tmp_path)
+    paths.home.mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere" / "t.jsonl"
+    elsewhere.parent.mkdir()
+    shutil.copy(next(case.glob("home/.claude/projects/*/*.jsonl")), elsewhere)
+    spool_src = next(case.glob("spool/claude-code/*.jsonl"))
+    lines = []
+    for line in spool_src.read_text().splitlines():
+        envelope = json.loads(line)
+        envelope["payload"]["transcript_path"] = str(elsewhere)
+        lines.append(json.dumps(envelope))
+    target = paths.spool_dir / "claude-code" / spool_src.name
+    target.parent.mkdir(parents=True)
+    target.write_text("\n".join(lines) + "\n")
+    first = collect(paths)
+    assert sum(e["event.name"] == "llm.response" for e in first) == 2
+    with elsewhere.open("a") as f:  # the agent goes on writing; a restart still knows the file
+        f.write(json.dumps({"type": "assistant", "sessionId": "3717dcf6-6ccc-43e1-999e-09b113fae890",
+                            "timestamp": "2026-11-30T11:15:36.000Z",
+                            "message": {"id": "msg_late", "model": "claude-sonnet-4-5", "content": [],
+                                        "usage": {"input_tokens": 1, "output_tokens": 2}}}) + "\n")
+    entries = collect(paths)
+    assert sum(e["event.name"] == "llm.response" for e in entries) == 3
