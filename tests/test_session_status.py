@@ -203,6 +203,16 @@ def test_stop_failure_is_error_and_a_new_prompt_recovers() -> None:
     assert s.status == "running"
 
 
+def test_a_late_session_start_does_not_undo_later_events() -> None:
+    # SessionStart comes through the command hook's spool file, the prompt over http: the daemon may
+    # read the prompt first.
+    tracker = SessionStatusTracker()
+    tracker.observe_hook("claude-code", "UserPromptSubmit", {"session_id": SID}, "p", time_ns=200)
+    assert tracker.observe_hook("claude-code", "SessionStart", {"session_id": SID, "source": "startup"},
+                                "s", time_ns=100) == []
+    assert tracker.status_of("claude-code", SID) == "running"
+
+
 def test_events_after_session_end_keep_it_closed() -> None:
     s = Session()
     s.hook("UserPromptSubmit", prompt="hi")

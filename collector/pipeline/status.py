@@ -259,6 +259,7 @@ class SessionState:
     status: str | None = None
     status_since_ns: int = 0
     last_event_ns: int = 0
+    last_signal_ns: int = 0
     last_hook_event: str | None = None
     workspace: str | None = None
     model: str | None = None
@@ -418,6 +419,9 @@ class SessionStatusTracker:
         action = self.action_for(signal)
         if action == IGNORE:
             return []
+        if action == START and signal.time_ns < state.last_signal_ns:
+            return []  # a session start that arrives after later events (another spool file) changes nothing
+        state.last_signal_ns = max(state.last_signal_ns, signal.time_ns)
         _ACTIONS[action](state, signal)
         return self._emit(state, signal)
 
