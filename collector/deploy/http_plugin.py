@@ -152,9 +152,20 @@ def plugin_dir(spec: dict[str, Any], paths: Paths) -> Path:
     return paths.expand(spec["dir"])
 
 
+def configured_port(paths: Paths) -> int:
+    """The ingest port the daemon will listen on (config file, then AGENT_COLLECTOR_INGEST__PORT)."""
+    from collector.config import ConfigError, load_config
+
+    try:
+        return int(load_config(paths.config_file)["ingest"]["port"])
+    except (ConfigError, KeyError, TypeError, ValueError):
+        return DEFAULT_PORT
+
+
 def http_plugin_edits(agent: str, spec: dict[str, Any], paths: Paths, hook_script: Path | None = None,
-                      port: int = DEFAULT_PORT) -> list[FileEdit]:
-    """The manifest first (the engine reports the last path), then hooks/hooks.json."""
+                      port: int | None = None) -> list[FileEdit]:
+    """The manifest, then hooks/hooks.json. ``port`` defaults to the configured ingest port."""
+    port = configured_port(paths) if port is None else port
     root = plugin_dir(spec, paths)
     manifest_path = root / ".claude-plugin" / "plugin.json"
     if manifest_path.exists() and not is_managed_manifest(manifest_path.read_bytes()):
@@ -168,7 +179,7 @@ def http_plugin_edits(agent: str, spec: dict[str, Any], paths: Paths, hook_scrip
 
 
 def write_plugin(agent: str, spec: dict[str, Any], paths: Paths, hook_script: Path | None = None,
-                 port: int = DEFAULT_PORT) -> Path:
+                 port: int | None = None) -> Path:
     """Install the plugin directory directly (tests, the e2e harness); the engine does it with records."""
     edits = http_plugin_edits(agent, spec, paths, hook_script, port)
     for edit in edits:

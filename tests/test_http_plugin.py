@@ -1,0 +1,185 @@
+"""The Claude Code drop-in plugin: its files, its marker, and the SessionStart relay with a real daemon
+and the real spool hook script."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from collector.deploy.http_plugin import (
+    COMMAND_ONLY_EVENTS,
+    MANAGED_BY,
+    MATCHER_EVENTS,
+    configured_port,
+    hooks_document,
+    http_plugin_edits,
+    is_managed_manifest,
+    remove_plugin,
+    write_plugin,
+)
+from collector.deploy.model import DeployError
+from collector.ingest import IngestConfig, IngestServer
+from collector.paths import Paths
+
+SPEC = {"kind": "http_plugin_dir", "dir": "~/.claude/skills/agent-collector"}
+
+
+@pytest.fixture
+def paths(tmp_path: Path) -> Paths:
+    home = tmp_path / "home"
+    home.mkdir()
+    return Paths(home=home, config_dir=tmp_path / "config", data_dir=tmp_path / "data")
+
+
+def plugin_root(paths: Paths) -> Path:
+    return paths.home / ".claude" / "skills" / "agent-collector"
+
+
+def test_hooks_use_http_except_where_claude_refuses_it(paths: Paths) -> None:
+    doc = hooks_document("claude-code", {}, paths, 4319)
+    assert doc["description"].startswith("agent-collector:managed")
+    for event, groups in doc["hooks"].items():
+        (group,) = groups
+        (hook,) = group["hooks"]
+        assert 0 < hook["timeout"] <= 5, event  # explicit, and short
+        assert ("matcher" in group) == (event in MATCHER_EVENTS)
+        if event in COMMAND_ONLY_EVENTS:
+            assert hook["type"] == "command"
+            assert "agent-collector-hook.sh" in hook["command"] and "/v1/hooks/claude-code" in hook["command"]
+        else:
+            assert hook == {"type": "http", "url": "http://127.0.0.1:4319/v1/hooks/claude-code",
+                            "timeout": hook["timeout"]}
+    assert {"SessionStart", "Setup", "UserPromptSubmit", "Stop", "StopFailure", "PermissionRequest",
+            "Elicitation", "ElicitationResult", "SessionEnd"} <= set(doc["hooks"])
+    assert "WorktreeCreate" not in doc["hooks"]  # its hooks replace Claude's own behaviour
+
+
+def test_write_creates_exactly_the_two_files_with_the_marker(paths: Paths) -> None:
+    root = write_plugin("claude-code", SPEC, paths, port=4555)
+    files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+    assert files == [".claude-plugin/plugin.json", "hooks/hooks.json"]
+    manifest = json.loads((root / ".claude-plugin" / "plugin.json").read_text())
+    assert manifest["name"] == "agent-collector"
+    assert manifest["metadata"]["managedBy"] == MANAGED_BY
+    hooks = json.loads((root / "hooks" / "hooks.json").read_text())
+    assert hooks["hooks"]["Stop"][0]["hooks"][0]["url"] == "http://127.0.0.1:4555/v1/hooks/claude-code"
+    write_plugin("claude-code", SPEC, paths, port=4555)  # again: idempotent
+    assert json.loads((root / "hooks" / "hooks.json").read_text()) == hooks
+
+
+def test_port_comes_from_the_config(paths: Paths) -> None:
+    paths.config_dir.mkdir(parents=True)
+    paths.config_file.write_text("[ingest]\nport = 4777\n")
+    assert configured_port(paths) == 4777
+    root = write_plugin("claude-code", SPEC, paths)
+    assert ":4777/v1/hooks/" in (root / "hooks" / "hooks.json").read_text()
+
+
+def test_a_foreign_plugin_directory_is_never_replaced_or_removed(paths: Paths) -> None:
+    root = plugin_root(paths)
+    (root / ".claude-plugin").mkdir(parents=True)
+    foreign = b'{"name": "agent-collector", "description": "somebody else\'s"}'
+    (root / ".claude-plugin" / "plugin.json").write_bytes(foreign)
+    with pytest.raises(DeployError, match="did not write"):
+        http_plugin_edits("claude-code", SPEC, paths, port=4319)
+    assert remove_plugin(SPEC, paths) is False
+    assert (root / ".claude-plugin" / "plugin.json").read_bytes() == foreign
+
+
+def test_remove_takes_only_our_files(paths: Paths) -> None:
+    root = write_plugin("claude-code", SPEC, paths, port=4319)
+    (root / "NOTES.md").write_text("the user's own file")
+    assert remove_plugin(SPEC, paths) is True
+    assert sorted(p.name for p in root.rglob("*")) == ["NOTES.md"]
+    (root / "NOTES.md").unlink()
+    write_plugin("claude-code", SPEC, paths, port=4319)
+    assert remove_plugin(SPEC, paths) is True
+    assert not root.exists()
+
+
+def test_edits_follow_the_deploy_protocol(paths: Paths) -> None:
+    manifest_edit, hooks_edit = http_plugin_edits("claude-code", SPEC, paths, port=4319)
+    assert manifest_edit.check(None).level == "missing"
+    content = manifest_edit.apply(None)
+    assert content is not None and is_managed_manifest(content)
+    assert manifest_edit.check(content).level == "ok"
+    assert manifest_edit.strip(content) is None
+    assert manifest_edit.check(b'{"name": "x"}').level == "conflict"
+    older = json.dumps({"name": "agent-collector", "metadata": {"managedBy": MANAGED_BY}}).encode()
+    assert manifest_edit.check(older).level == "outdated"
+    hooks = hooks_edit.apply(None)
+    assert hooks is not None and hooks_edit.strip(hooks) is None
+    assert hooks_edit.strip(b"{}") == b"{}"  # not ours: kept
+
+
+# -- the SessionStart relay: a real sh, curl, daemon and spool hook script ---------------------------
+
+class Daemon:
+    def __init__(self) -> None:
+        self.received: list[tuple[str, bytes]] = []
+        self.loop = asyncio.new_event_loop()
+        self.server = IngestServer(lambda a, b, t: self.received.append((a, b)), lambda: {"claude-code"},
+                                   dict, IngestConfig(port=0))
+        started = threading.Event()
+
+        def run() -> None:
+            asyncio.set_event_loop(self.loop)
+            self.loop.run_until_complete(self.server.start())
+            started.set()
+            self.loop.run_forever()
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+        started.wait(5)
+
+    def stop(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(5)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+
+
+@pytest.fixture
+def daemon() -> Iterator[Daemon]:
+    d = Daemon()
+    yield d
+    d.stop()
+
+
+def session_start_command(paths: Paths, port: int) -> str:
+    doc = hooks_document("claude-code", {}, paths, port)
+    return str(doc["hooks"]["SessionStart"][0]["hooks"][0]["command"])
+
+
+PAYLOAD: dict[str, Any] = {"session_id": "s1", "hook_event_name": "SessionStart", "source": "startup",
+                           "cwd": "/work/p"}
+
+
+def spooled(paths: Paths) -> list[dict[str, Any]]:
+    return [json.loads(line) for f in sorted((paths.spool_dir / "claude-code").glob("*.jsonl"))
+            for line in f.read_text().splitlines()]
+
+
+def run_hook(command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["sh", "-c", command], input=json.dumps(PAYLOAD), text=True, capture_output=True,
+                          timeout=10, check=False)
+
+
+def test_relay_posts_to_a_running_daemon(paths: Paths, daemon: Daemon) -> None:
+    result = run_hook(session_start_command(paths, daemon.server.port))
+    assert (result.returncode, result.stdout) == (0, "")  # hooks never print
+    assert [(a, json.loads(b)) for a, b in daemon.received] == [("claude-code", PAYLOAD)]
+    assert spooled(paths) == []
+
+
+def test_relay_falls_back_to_the_spool_when_the_daemon_is_down(paths: Paths) -> None:
+    result = run_hook(session_start_command(paths, 9))  # nothing listens on port 9
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+    (line,) = spooled(paths)
+    assert line["event"] == "SessionStart" and line["payload"] == PAYLOAD
