@@ -1,0 +1,166 @@
+"""Real Claude Code with agent-collector as a drop-in plugin: events over http to a running daemon,
+status idle -> running -> ready_for_review -> closed, and the same output as the settings.json path.
+With the daemon down, the SessionStart relay spools and the transcript covers the rest."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_llm import FakeLLMServer
+from harness import AgentHome, describe, run_scenario, write_agent_config
+
+from collector.definitions import load_definitions
+from collector.deploy import install_agent
+from collector.deploy.http_plugin import write_plugin
+from collector.paths import Paths, resolve_paths
+
+pytestmark = pytest.mark.e2e
+ROOT = Path(__file__).resolve().parents[2]
+SPEC = {"kind": "http_plugin_dir", "dir": "${CLAUDE_CONFIG_DIR:-~/.claude}/skills/agent-collector"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def collector_env(home: Path, port: int) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_COLLECTOR_")}
+    env.update(AGENT_COLLECTOR_HOME=str(home), AGENT_COLLECTOR_INGEST__PORT=str(port))
+    return env
+
+
+def collector(home: Path, port: int, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "collector", *args], cwd=ROOT, env=collector_env(home, port),
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def output(paths: Paths) -> list[dict[str, Any]]:
+    return [json.loads(line) for f in sorted(paths.output_dir.glob("activity-*.jsonl"))
+            for line in f.read_text().splitlines() if line.strip()]
+
+
+def statuses(entries: list[dict[str, Any]]) -> list[str]:
+    changes = [e for e in entries if e["event.name"] == "session.status"]
+    return [e["session.status"] for e in sorted(changes, key=lambda e: e["time_unix_nano"])]
+
+
+def shape(entries: list[dict[str, Any]]) -> Counter[tuple[Any, ...]]:
+    """What an entry says, without what differs between two runs (ids, times, paths, token counts)."""
+    keys = ("gen_ai.tool.name", "tool.result.status", "session.status", "agent.hook_event_name",
+            "source.kind")
+    return Counter((e["event.name"], *(e.get(k) for k in keys)) for e in entries)
+
+
+def run_claude(env: AgentHome, server: FakeLLMServer) -> None:
+    write_agent_config("claude-code", env.home, env.workdir, server)
+    results = run_scenario("claude-code", "tool_then_answer", env.home, env.workdir, server, log_dir=env.root)
+    assert [r.returncode for r in results] == [0], describe(results)
+
+
+def wait_for(predicate: Any, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError("timed out")
+
+
+def settings_json_path(tmp: Path, server: FakeLLMServer) -> list[dict[str, Any]]:
+    home = tmp / "home"
+    home.mkdir(parents=True)
+    from harness import init_workdir
+
+    env = AgentHome(tmp, home, init_workdir(tmp / "work", git=True))
+    paths = resolve_paths(home, env={})
+    defn = load_definitions().agents["claude-code"]
+    assert not [c for c in install_agent(defn, paths) if c.failed]
+    run_claude(env, server)
+    result = collector(home, free_port(), "collect", "--once")
+    assert result.returncode == 0, result.stderr
+    return output(paths)
+
+
+@pytest.fixture
+def plugin_home(agent_home: AgentHome) -> tuple[AgentHome, Paths, int]:
+    port = free_port()
+    paths = resolve_paths(agent_home.home, env={})
+    write_plugin("claude-code", SPEC, paths, port=port)
+    return agent_home, paths, port
+
+
+PluginHome = tuple[AgentHome, Paths, int]
+
+
+def test_drop_in_plugin_with_a_running_daemon(plugin_home: PluginHome, fake_llm: FakeLLMServer,
+                                              tmp_path: Path) -> None:
+    env, paths, port = plugin_home
+    daemon = subprocess.Popen([sys.executable, "-m", "collector", "run"], cwd=ROOT,
+                              env=collector_env(env.home, port), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: _reachable(port))
+        run_claude(env, fake_llm)
+        wait_for(lambda: "closed" in statuses(output(paths)))
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/sessions", timeout=5) as response:
+            sessions = json.loads(response.read())["sessions"]
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        _, err = daemon.communicate(timeout=20)
+    assert daemon.returncode == 0, err
+
+    # every hook event came over http, in order (the SessionStart command hook relays to the daemon too)
+    http_spool = [json.loads(line) for f in (paths.spool_dir / "claude-code").glob("*.http.jsonl")
+                  for line in f.read_text().splitlines()]
+    events = [line["event"] for line in http_spool]
+    assert events[0] == "SessionStart" and events[-1] == "SessionEnd"
+    assert {"UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop"} <= set(events)
+    script_spool = [f for f in (paths.spool_dir / "claude-code").glob("*.jsonl") if ".http." not in f.name]
+    assert all(not f.read_text().strip() for f in script_spool)
+
+    entries = output(paths)
+    assert statuses(entries) == ["idle", "running", "ready_for_review", "closed"]
+    (row,) = sessions
+    assert row["status"] == "closed" and row["tool_calls_today"] == 1 and row["input_tokens_today"] > 0
+
+    # the same entries as with hooks in settings.json
+    reference = settings_json_path(tmp_path / "settings", fake_llm)
+    assert shape(entries) == shape(reference)
+
+
+def test_drop_in_plugin_with_the_daemon_down(plugin_home: PluginHome, fake_llm: FakeLLMServer,
+                                             tmp_path: Path) -> None:
+    env, paths, port = plugin_home
+    run_claude(env, fake_llm)  # no daemon: http hooks fail without blocking Claude Code
+    (line,) = [json.loads(x) for f in (paths.spool_dir / "claude-code").glob("*.jsonl")
+               for x in f.read_text().splitlines()]
+    assert line["event"] == "SessionStart"  # the relay fell back to the spool
+    result = collector(env.home, port, "collect", "--once")
+    assert result.returncode == 0, result.stderr
+    entries = output(paths)
+    names = Counter(e["event.name"] for e in entries)
+    # the transcript backfill covers what the lost http events carried
+    reference = Counter(e["event.name"] for e in settings_json_path(tmp_path / "settings", fake_llm))
+    for name in ("session.start", "user.prompt", "llm.request", "llm.response", "tool.call", "tool.result"):
+        assert names[name] == reference[name], name
+
+
+def _reachable(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+    except OSError:
+        return False
