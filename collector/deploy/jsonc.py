@@ -118,7 +118,8 @@ class _Parser:
             return self.parse_container("array", "]")
         if ch == '"':
             start = self.pos
-            return Node("string", start, self.pos, scalar=self.parse_string())
+            text = self.parse_string()
+            return Node("string", start, self.pos, scalar=text)
         for word, value in _LITERALS.items():
             if self.text.startswith(word, self.pos):
                 start = self.pos

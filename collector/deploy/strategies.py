@@ -471,7 +471,13 @@ class PluginListJson:
             if not ours:
                 break
             text, changed = jsonc.remove_item(text, node, ours[-1]), True
-        return text.encode("utf-8") if changed else current
+        if not changed:
+            return current
+        node = self._list(text)
+        parent = jsonc.find(_parse(text, self.path, self.comments), self.keys[:-1])
+        if node is not None and not node.items and parent is not None:
+            text = jsonc.remove_member(text, parent, self.keys[-1])  # a list we emptied goes too
+        return text.encode("utf-8")
 
     def check(self, current: bytes | None) -> Check:
         if current is None:

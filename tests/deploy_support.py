@@ -1,0 +1,87 @@
+"""Shared helpers for the deploy, CLI, watchdog and service tests: a throwaway HOME holding the real
+config files of every agent (tests/fixtures/deploy/<agent>/home), snapshots, definitions."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from collector.definitions import AgentDefinition, load_definitions
+from collector.paths import Paths, resolve_paths
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "deploy"
+AGENTS = ["claude-code", "codex", "gemini-cli", "qwen-code", "opencode"]
+ENV_TO_CLEAR = [
+    "CODEX_HOME", "CLAUDE_CONFIG_DIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "AGENT_COLLECTOR_HOME",
+    "AGENT_COLLECTOR_DATA_DIR", "AGENT_COLLECTOR_CONFIG_DIR", "AGENT_COLLECTOR_ROOT",
+    "AGENT_COLLECTOR_SPOOL_DIR",
+]
+
+
+def clear_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ENV_TO_CLEAR:
+        monkeypatch.delenv(name, raising=False)
+
+
+def make_home(root: Path, agents: list[str] | None = None) -> Path:
+    home = root / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    for agent in agents or AGENTS:
+        shutil.copytree(FIXTURES / agent / "home", home, dirs_exist_ok=True)
+    return home
+
+
+def paths_for(home: Path) -> Paths:
+    return resolve_paths(home, env={})
+
+
+def definitions() -> dict[str, AgentDefinition]:
+    result = load_definitions()
+    assert not result.problems, result.problems
+    return result.agents
+
+
+def definition(raw: dict[str, Any]) -> AgentDefinition:
+    return AgentDefinition(raw["id"], raw, ("<test>",))
+
+
+def snapshot(root: Path, skip: Path | None = None) -> dict[str, str]:
+    """Every file (sha256) and directory under ``root``, except the subtree ``skip``."""
+    out: dict[str, str] = {}
+    for path in sorted(root.rglob("*")):
+        if skip is not None and (path == skip or skip in path.parents):
+            continue
+        rel = str(path.relative_to(root))
+        if path.is_symlink():
+            out[rel] = "link->" + str(path.readlink())
+        elif path.is_dir():
+            out[rel] = "dir"
+        else:
+            out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+def agent_snapshot(home: Path, paths: Paths) -> dict[str, str]:
+    """What the agents see: HOME without our own data and config directories (and their parents)."""
+    ours = [paths.data_dir, paths.config_dir]
+    ancestors = {parent for o in ours for parent in o.parents}
+    out = {}
+    for rel, value in snapshot(home).items():
+        path = home / rel
+        if any(path == o or o in path.parents for o in ours) or (path in ancestors and value == "dir"):
+            continue
+        out[rel] = value
+    return out
+
+
+def hook_commands(settings: Any) -> list[str]:
+    out = []
+    for groups in (settings.get("hooks") or {}).values():
+        for group in groups:
+            for hook in group.get("hooks", []):
+                out.append(hook.get("command"))
+    return out
