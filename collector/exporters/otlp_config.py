@@ -242,7 +242,11 @@ def load_otlp_config(config: Mapping[str, Any] | None, env: Mapping[str, str]) -
     """All configured backends (may be empty). Raises :class:`OtlpConfigError` on unusable settings."""
     table: Mapping[str, Any] = config or {}
     if table.get("enabled") is False:
-        return []
+        if not any(
+            env.get(f"OTEL_EXPORTER_OTLP{s}ENDPOINT") for s in ("_", "_LOGS_", "_TRACES_", "_METRICS_")
+        ):
+            return []
+        table = {k: v for k, v in table.items() if k not in ("endpoint", "backends")}  # the environment only
     defaults = {k: table[k] for k in _COMMON_KEYS if k in table}
     backends: list[BackendConfig] = []
     default_signals = _file_backend(table, {}, env, "otlp")
@@ -268,3 +272,12 @@ def load_otlp_config(config: Mapping[str, Any] | None, env: Mapping[str, str]) -
     if len(set(names)) != len(names):
         raise OtlpConfigError(f"otlp backend names must be unique: {names}")
     return backends
+
+
+def build_otlp_exporters(
+    config: Mapping[str, Any] | None, env: Mapping[str, str], paths: Any, options: Any = None
+) -> list[Any]:
+    """Same as :func:`collector.exporters.otlp.build_otlp_exporters` (imported lazily: no import cycle)."""
+    from collector.exporters.otlp import build_otlp_exporters as build
+
+    return build(config, env, paths, options)
