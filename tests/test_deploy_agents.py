@@ -12,6 +12,7 @@ from deploy_support import (
     AGENTS,
     agent_snapshot,
     clear_env,
+    definition,
     definitions,
     hook_commands,
     make_home,
@@ -249,3 +250,19 @@ def test_opencode_refuses_to_replace_a_foreign_file_with_our_name(env: tuple[Pat
     assert change.action is Action.ERROR and "not written by agent-collector" in change.summary
     assert target.read_text() == "// someone else's plugin\n"
     assert integration_state(definitions()["opencode"], paths)[0].state is State.CONFLICT
+
+
+def test_http_plugin_dir_kind_goes_through_the_engine_and_leaves_no_trace(env: tuple[Path, Paths]) -> None:
+    """The Claude Code drop-in plugin (collector.deploy.http_plugin) uses the same records and cleanup."""
+    home, paths = env
+    original = agent_snapshot(home, paths)
+    raw = dict(definitions()["claude-code"].raw)
+    raw["integrations"] = [{"kind": "http_plugin_dir", "dir": "~/.claude/skills/agent-collector"}]
+    defn = definition(raw)
+    changes = install_agent(defn, paths)
+    assert [c.action for c in changes] == [Action.CREATE, Action.CREATE]
+    assert (home / ".claude" / "skills" / "agent-collector" / "hooks" / "hooks.json").exists()
+    assert integration_state(defn, paths)[0].state is State.IN_PLACE
+    assert {c.action for c in install_agent(defn, paths)} == {Action.UNCHANGED}
+    uninstall_agent(defn, paths)
+    assert agent_snapshot(home, paths) == original  # .claude/skills/... all gone again

@@ -1,5 +1,5 @@
 """OpenCode: the plugin we drop in really appends envelope lines when node runs it, never throws;
-plugin_inject (plugin spec in a JSONC list) and the not-yet-implemented http_plugin_dir kind."""
+and plugin_inject (a plugin spec in a JSONC list)."""
 
 from __future__ import annotations
 
@@ -118,14 +118,3 @@ def test_plugin_inject_creates_the_list_when_absent(opencode: tuple[Path, object
     config.write_text(config.read_text().replace('"model": "m"', '"model": "n"'))  # foreign edit
     uninstall_agent(defn, paths)  # type: ignore[arg-type]
     assert parse(config.read_text()).value() == {"model": "n"}
-
-
-def test_http_plugin_dir_is_reported_as_not_implemented(opencode: tuple[Path, object]) -> None:
-    _, paths = opencode
-    spec = {"kind": "http_plugin_dir", "dir": "~/.claude/skills/agent-collector"}
-    raw = {**_inject_defn(), "integrations": [spec]}
-    [change] = install_agent(definition(raw), paths)  # type: ignore[arg-type]
-    assert change.action is Action.ERROR and "not implemented" in change.summary
-    [status] = integration_state(definition(raw), paths)  # type: ignore[arg-type]
-    assert status.state is State.NOT_IMPLEMENTED
-    assert uninstall_agent(definition(raw), paths) == []  # type: ignore[arg-type]

@@ -142,7 +142,7 @@ def _describe(edits: list[FileEdit], created: list[Path]) -> str:
 
 
 def _uninstall_file(
-    agent: str, path: Path, edits: list[FileEdit], store: RecordStore, dry_run: bool
+    agent: str, path: Path, edits: list[FileEdit], store: RecordStore, dry_run: bool, dirs: list[Path]
 ) -> Change:
     record = store.load(agent, path)
     try:
@@ -169,9 +169,7 @@ def _uninstall_file(
             else:
                 write_atomic(path, target)
             if target is None and record is not None:
-                removed = remove_empty_dirs([Path(d) for d in record.created_dirs])
-                if removed:
-                    how += "; removed " + ", ".join(str(d) for d in removed)
+                dirs.extend(Path(d) for d in record.created_dirs)  # removed once every file is done
             if record is not None:
                 store.delete(record)
     except OSError as exc:
@@ -212,7 +210,12 @@ def uninstall_agent(
     for record in store.all(agent):
         if record.path not in by_file:
             by_file[record.path] = _edits_from_record(record, paths, hook_script)
-    changes += [_uninstall_file(agent, p, e, store, dry_run) for p, e in by_file.items()]
+    dirs: list[Path] = []
+    changes += [_uninstall_file(agent, p, e, store, dry_run, dirs) for p, e in by_file.items()]
+    removed = remove_empty_dirs(dirs)
+    if removed:
+        shown = ", ".join(str(d) for d in sorted(removed))
+        changes.append(Change(agent, shown, Action.DELETE, "removed folders we had created", dry_run))
     return changes
 
 

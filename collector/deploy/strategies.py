@@ -519,7 +519,11 @@ def edits_for(agent: str, spec: dict[str, Any], paths: Paths, hook_script: Path 
     if kind == "plugin_inject":
         return plugin_inject_edits(agent, spec, paths)
     if kind == "http_plugin_dir":
-        raise NotImplementedKind(
-            "http_plugin_dir (hooks posting to the loopback ingest) is not implemented yet"
-        )
+        try:
+            from collector.deploy.http_plugin import http_plugin_edits
+        except ImportError:
+            raise NotImplementedKind(
+                "http_plugin_dir (hooks posting to the loopback ingest) is not in this build"
+            ) from None
+        return http_plugin_edits(agent, spec, paths, hook_script)
     raise NotImplementedKind(f"unknown integration kind {kind!r}")
