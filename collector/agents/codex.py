@@ -1,0 +1,448 @@
+"""Codex CLI: hook payloads (spool; ``notify`` arrives as event ``notify``) and rollout files
+(``${CODEX_HOME:-~/.codex}/sessions/YYYY/MM/DD/rollout-<ts>-<thread id>.jsonl``).
+
+Which input is authoritative for what:
+
+- Prompts: the ``UserPromptSubmit`` hook and the rollout's ``UserMessage`` item both carry Codex's
+  ``turn_id``; both become the user.prompt with that id, so whichever is read first wins and the other is
+  a duplicate.
+- Tool calls and results: the rollout. Codex has no failure hook (a non-zero exit still fires
+  ``PostToolUse`` with just the output), and the hook names the unified-exec tool ``Bash`` where the
+  model (and the rollout) call it ``exec_command``. The rollout's ``function_call`` is written before the
+  tool runs and its ``CommandExecution`` item holds ``status``/``exit_code``, so the rollout alone gives a
+  complete, consistent pair whatever order the sources are read in. Tool hooks produce entries only when
+  the hook names no rollout (``transcript_path`` empty, e.g. ``codex exec --ephemeral``).
+- Tokens: one llm.response per model response. 0.169 writes ``token_usage_record`` (with
+  ``response_id``) and repeats the same numbers in ``event_msg/token_count``; older versions write only
+  ``token_count``. Both carry the thread's cumulative usage and the last response's usage, so the entry's
+  id is made from those numbers: the pair describing one response gets one id (the first, the
+  ``token_usage_record`` with its response id, is kept) and a ``token_count`` repeated without a new
+  response dedupes too. OpenAI ``input_tokens`` already include cached tokens.
+
+Rollout shapes handled (both proven by fixtures):
+
+- current (0.169): ``response_item`` (message, function_call, custom_tool_call, *_output),
+  ``event_msg/item_completed`` (UserMessage, AgentMessage, CommandExecution, FileChange),
+  ``token_usage_record``, ``event_msg/token_count``.
+- older (through the 0.4x-0.6x releases): ``event_msg/user_message`` {message, images},
+  ``agent_message`` {message}, ``exec_command_begin``/``exec_command_end`` {call_id, command, cwd,
+  stdout, stderr, aggregated_output, exit_code, duration, formatted_output}, ``patch_apply_end``
+  {call_id, stdout, stderr, success}, ``token_count`` {info: {total_token_usage, last_token_usage,
+  model_context_window}}. Field names are those of ``codex-rs/protocol/src/protocol.rs`` (EventMsg,
+  ExecCommandEndEvent, PatchApplyEndEvent, TokenCountEvent, TokenUsage) in openai/codex. These records
+  carry no turn id: a prompt's turn id is its position in the file.
+
+Every rollout line lacks the session id; it is the thread id at the end of the file name.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from collector.agents.common import (
+    HookEnvelope,
+    as_int,
+    hook_entry,
+    iso_to_ns,
+    native_entry,
+    text_message,
+    usage_attributes,
+)
+from collector.model import AgentActivityEntry, RawRecord
+
+PROVIDER = "openai"
+_THREAD_IN_NAME = re.compile(r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.jsonl$")
+_EXIT_IN_OUTPUT = re.compile(r"^(?:Process exited with code|Exit code:)\s*(-?\d+)\s*$", re.MULTILINE)
+
+
+def parse(record: RawRecord) -> list[AgentActivityEntry]:
+    if record.kind == "transcript":
+        return _parse_rollout(record)
+    return _parse_hook(record)
+
+
+# ---------------------------------------------------------------------------------------------- hooks
+
+
+def _parse_hook(record: RawRecord) -> list[AgentActivityEntry]:
+    hook = HookEnvelope(record)
+    handler = _HOOKS.get(hook.event)
+    if handler is None:
+        return []
+    session = hook.get("session_id") or hook.get("thread-id")
+    return handler(record, hook, session if isinstance(session, str) else None)
+
+
+def _session_start(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
+    source = hook.get("source")
+    attrs = {"session.source": source, "agent.model": hook.get("model")}
+    # A new thread's start is also in its rollout (session_meta): both get the id "startup". Every
+    # resume sends the same payload (Codex adds no timestamp), so its id includes the receive time.
+    native = "startup" if source == "startup" else f"start:{hook.time_ns}"
+    return [hook_entry(record, hook, "session.start", session, native, attrs)]
+
+
+def _session_end(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
+    attrs = {"session.reason": hook.get("reason")}
+    return [hook_entry(record, hook, "session.end", session, f"end:{hook.time_ns}", attrs)]
+
+
+def _prompt(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
+    turn = hook.get("turn_id")
+    prompt = text_message("user", str(hook.get("prompt", "")))
+    attrs = {"gen_ai.turn.id": turn, "gen_ai.input.messages": prompt}
+    return [hook_entry(record, hook, "user.prompt", session, turn if isinstance(turn, str) else None, attrs)]
+
+
+def _has_rollout(hook: HookEnvelope) -> bool:
+    return bool(hook.get("transcript_path"))
+
+
+def _tool_attrs(hook: HookEnvelope) -> dict[str, Any]:
+    return {
+        "gen_ai.turn.id": hook.get("turn_id"),
+        "gen_ai.tool.name": hook.get("tool_name"),
+        "gen_ai.tool.call.id": hook.get("tool_use_id"),
+        "gen_ai.tool.call.arguments": hook.get("tool_input"),
+    }
+
+
+def _pre_tool(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
+    if _has_rollout(hook):
+        return []  # the rollout's function_call is the tool.call
+    return [hook_entry(record, hook, "tool.call", session, hook.get("tool_use_id"), _tool_attrs(hook))]
+
+
+def _post_tool(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
+    if _has_rollout(hook):
+        return []  # the rollout knows the exit status; this hook does not
+    attrs = _tool_attrs(hook)
+    attrs["tool.result.status"] = "unknown"  # PostToolUse fires for failed commands too
+    attrs["gen_ai.tool.call.result"] = hook.get("tool_response")
+    return [hook_entry(record, hook, "tool.result", session, hook.get("tool_use_id"), attrs)]
+
+
+def _permission(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
+    attrs = _tool_attrs(hook)
+    attrs["tool.approve.decision"] = "ask"
+    return [hook_entry(record, hook, "tool.approve", session, attributes=attrs)]
+
+
+def _subagent(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
+    name = "subagent.start" if hook.event == "SubagentStart" else "subagent.end"
+    attrs = {
+        "gen_ai.agent.scope": "subagent",
+        "gen_ai.turn.id": hook.get("turn_id"),
+        "gen_ai.subagent.type": hook.get("agent_type"),
+        "gen_ai.agent.id": hook.get("agent_id"),
+    }
+    return [hook_entry(record, hook, name, session, attributes=attrs)]
+
+
+def _status_only(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
+    """Stop, notify, Interrupt, Pre/PostCompact: no entry of their own (the status tracker reads them;
+    the rollout's ``compacted`` line is the compaction entry)."""
+    return []
+
+
+HookHandler = Callable[[RawRecord, HookEnvelope, "str | None"], list[AgentActivityEntry]]
+_HOOKS: dict[str, HookHandler] = {
+    "SessionStart": _session_start,
+    "SessionEnd": _session_end,
+    "UserPromptSubmit": _prompt,
+    "PreToolUse": _pre_tool,
+    "PostToolUse": _post_tool,
+    "PermissionRequest": _permission,
+    "SubagentStart": _subagent,
+    "SubagentStop": _subagent,
+    "Stop": _status_only,
+    "notify": _status_only,
+    "Interrupt": _status_only,
+    "PreCompact": _status_only,
+    "PostCompact": _status_only,
+}
+
+# -------------------------------------------------------------------------------------------- rollout
+
+
+def _thread_of(record: RawRecord) -> str | None:
+    match = _THREAD_IN_NAME.search(str(record.meta.get("path", "")))
+    return match.group(1) if match else None
+
+
+def _parse_rollout(record: RawRecord) -> list[AgentActivityEntry]:
+    data = record.data
+    payload = data.get("payload")
+    if not isinstance(payload, dict):
+        return []
+    kind = data.get("type")
+    session = _thread_of(record) or _str(payload.get("thread_id")) or _str(payload.get("session_id"))
+    line = _Line(record, session, iso_to_ns(data.get("timestamp")), payload)
+    if kind == "session_meta":
+        return _session_meta(line)
+    if kind == "token_usage_record":
+        return _usage_record(line)
+    if kind == "response_item":
+        handler = _RESPONSE_ITEMS.get(str(payload.get("type")))
+    elif kind == "event_msg":
+        handler = _EVENTS.get(str(payload.get("type")))
+    elif kind == "compacted":
+        handler = _compacted
+    else:
+        handler = None
+    return handler(line) if handler else []
+
+
+class _Line:
+    """One rollout line with what every handler needs."""
+
+    __slots__ = ("payload", "record", "session", "time_ns")
+
+    def __init__(self, record: RawRecord, session: str | None, time_ns: int | None, payload: dict[str, Any]):
+        self.record = record
+        self.session = session
+        self.time_ns = time_ns
+        self.payload = payload
+
+    def entry(self, name: str, native_id: str, attrs: dict[str, Any],
+              time_ns: int | None = None) -> AgentActivityEntry:
+        return native_entry(self.record, name, time_ns or self.time_ns, self.session, native_id, attrs)
+
+    @property
+    def turn(self) -> str | None:
+        turn = self.payload.get("turn_id")
+        if not isinstance(turn, str):
+            meta = self.payload.get("internal_chat_message_metadata_passthrough")
+            turn = meta.get("turn_id") if isinstance(meta, dict) else None
+        return turn if isinstance(turn, str) and turn else None
+
+
+def _session_meta(line: _Line) -> list[AgentActivityEntry]:
+    p = line.payload
+    attrs = {"session.source": "startup", "workspace.path": _str(p.get("cwd")),
+             "agent.version": _str(p.get("cli_version")), "agent.originator": _str(p.get("originator"))}
+    return [line.entry("session.start", "startup", attrs, iso_to_ns(p.get("timestamp")))]
+
+
+# -- tokens --------------------------------------------------------------------------------------------
+
+
+def _usage_record(line: _Line) -> list[AgentActivityEntry]:
+    p = line.payload
+    last, total = p.get("usage"), p.get("thread_token_usage")
+    extra = {"gen_ai.response.id": _str(p.get("response_id")), "gen_ai.turn.id": line.turn}
+    return _llm_response(line, last, total, extra)
+
+
+def _token_count(line: _Line) -> list[AgentActivityEntry]:
+    info = line.payload.get("info")
+    if not isinstance(info, dict):
+        return []  # rate-limit only update
+    return _llm_response(line, info.get("last_token_usage"), info.get("total_token_usage"), {})
+
+
+def _llm_response(line: _Line, last: Any, total: Any, extra: dict[str, Any]) -> list[AgentActivityEntry]:
+    if not isinstance(last, dict) or not isinstance(total, dict) or not as_int(last.get("total_tokens")):
+        return []
+    fields = ("total_tokens", "input_tokens", "output_tokens")
+    key = "usage:" + ":".join(str(as_int(u.get(f))) for u in (total, last) for f in fields)
+    attrs: dict[str, Any] = {
+        "gen_ai.provider.name": PROVIDER,
+        "gen_ai.operation.name": "chat",
+        **extra,
+        **usage_attributes(
+            as_int(last.get("input_tokens")),
+            as_int(last.get("output_tokens")),
+            as_int(last.get("cached_input_tokens")) or 0,
+            as_int(last.get("cache_write_input_tokens")) or 0,
+            as_int(last.get("reasoning_output_tokens")),
+        ),
+    }
+    return [line.entry("llm.response", key, attrs)]
+
+
+# -- response items --------------------------------------------------------------------------------------
+
+
+def _function_call(line: _Line) -> list[AgentActivityEntry]:
+    p = line.payload
+    call_id = _str(p.get("call_id"))
+    if not call_id:
+        return []
+    if p.get("type") == "custom_tool_call":
+        arguments: Any = p.get("input")
+    elif p.get("type") == "local_shell_call":
+        arguments = p.get("action")
+    else:
+        arguments = _json_or_text(p.get("arguments"))
+    name = p.get("name") or ("local_shell" if p.get("type") == "local_shell_call" else None)
+    attrs = {"gen_ai.turn.id": line.turn, "gen_ai.tool.name": name, "gen_ai.tool.call.id": call_id,
+             "gen_ai.tool.call.arguments": arguments}
+    return [line.entry("tool.call", call_id, attrs)]
+
+
+def _function_output(line: _Line) -> list[AgentActivityEntry]:
+    """A tool's output as the model got it. For shell commands the CommandExecution item (or the older
+    exec_command_end) comes first and wins; this is the result for every other tool, and the status it
+    gives a shell command agrees with theirs (the output header holds the exit code)."""
+    p = line.payload
+    call_id = _str(p.get("call_id"))
+    if not call_id:
+        return []
+    output = p.get("output")
+    exit_code = _exit_code_of(output)
+    return [_tool_result(line, call_id, exit_code not in (None, 0), exit_code, output, None)]
+
+
+def _exit_code_of(output: Any) -> int | None:
+    if isinstance(output, str):
+        match = _EXIT_IN_OUTPUT.search(output[:2000].split("\nOutput:", 1)[0])
+        if match:
+            return int(match.group(1))
+        decoded = _json_or_text(output)
+        if isinstance(decoded, dict):  # 0.2x-0.4x shell tool: {"output": ..., "metadata": {"exit_code": n}}
+            meta = decoded.get("metadata")
+            return as_int(meta.get("exit_code")) if isinstance(meta, dict) else None
+    return None
+
+
+def _tool_result(
+    line: _Line, call_id: str, failed: bool, exit_code: int | None, result: Any, duration_ms: float | None,
+    time_ns: int | None = None,
+) -> AgentActivityEntry:
+    attrs: dict[str, Any] = {
+        "gen_ai.turn.id": line.turn,
+        "gen_ai.tool.call.id": call_id,
+        "tool.result.status": "error" if failed else "success",
+        "duration_ms": duration_ms,
+        "process.exit.code": exit_code,
+    }
+    if failed:
+        attrs["error.type"] = "exit_code" if exit_code not in (None, 0) else "tool_error"
+        attrs["error.message"] = result if isinstance(result, str) else None
+    else:
+        attrs["gen_ai.tool.call.result"] = result
+    return line.entry("tool.result", call_id, attrs, time_ns)
+
+
+# -- events ----------------------------------------------------------------------------------------------
+
+
+def _item_completed(line: _Line) -> list[AgentActivityEntry]:
+    item = line.payload.get("item")
+    if not isinstance(item, dict):
+        return []
+    kind = item.get("type")
+    done_ns = iso_to_ns(line.payload.get("completed_at_ms"))
+    if kind == "UserMessage":
+        return _prompt_entry(line, _item_text(item.get("content")), line.turn)
+    if kind == "CommandExecution":
+        exit_code = as_int(item.get("exit_code"))
+        failed = item.get("status") == "failed" or exit_code not in (None, 0)
+        duration = _duration_ms(item.get("duration"))
+        return [_tool_result(line, str(item.get("id")), failed, exit_code, item.get("aggregated_output"),
+                             duration, done_ns)]
+    if kind == "FileChange":
+        failed = item.get("status") not in ("completed", None)
+        output = item.get("stderr") if failed else item.get("stdout")
+        return [_tool_result(line, str(item.get("id")), failed, None, output, None, done_ns)]
+    return []
+
+
+def _user_message(line: _Line) -> list[AgentActivityEntry]:
+    """Older rollouts: ``event_msg/user_message``. Early versions also logged instructions and
+    environment context this way, with a ``kind`` other than ``plain``."""
+    p = line.payload
+    if p.get("kind") not in (None, "plain"):
+        return []
+    turn = line.turn or f"prompt@{line.record.position}"
+    return _prompt_entry(line, _str(p.get("message")) or "", turn)
+
+
+def _prompt_entry(line: _Line, text: str, turn: str | None) -> list[AgentActivityEntry]:
+    if not turn:
+        return []
+    attrs = {"gen_ai.turn.id": turn, "gen_ai.input.messages": text_message("user", text)}
+    return [line.entry("user.prompt", turn, attrs)]
+
+
+def _exec_end(line: _Line) -> list[AgentActivityEntry]:
+    p = line.payload
+    call_id = _str(p.get("call_id"))
+    if not call_id:
+        return []
+    exit_code = as_int(p.get("exit_code"))
+    output = p.get("aggregated_output") or p.get("formatted_output") or p.get("stdout")
+    return [_tool_result(line, call_id, exit_code not in (None, 0), exit_code, output,
+                         _duration_ms(p.get("duration")))]
+
+
+def _patch_end(line: _Line) -> list[AgentActivityEntry]:
+    p = line.payload
+    call_id = _str(p.get("call_id"))
+    if not call_id:
+        return []
+    failed = p.get("success") is False
+    return [_tool_result(line, call_id, failed, None, p.get("stderr") if failed else p.get("stdout"), None)]
+
+
+def _error(line: _Line) -> list[AgentActivityEntry]:
+    message = _str(line.payload.get("message"))
+    attrs = {"gen_ai.turn.id": line.turn, "error.type": "api_error", "error.message": message}
+    return [line.entry("error", f"error@{line.record.position}", attrs)]
+
+
+def _compacted(line: _Line) -> list[AgentActivityEntry]:
+    return [line.entry("compaction", f"compacted@{line.record.position}", {"gen_ai.turn.id": line.turn})]
+
+
+Handler = Callable[[_Line], list[AgentActivityEntry]]
+_RESPONSE_ITEMS: dict[str, Handler] = {
+    "function_call": _function_call,
+    "custom_tool_call": _function_call,
+    "local_shell_call": _function_call,
+    "function_call_output": _function_output,
+    "custom_tool_call_output": _function_output,
+}
+_EVENTS: dict[str, Handler] = {
+    "item_completed": _item_completed,
+    "token_count": _token_count,
+    "user_message": _user_message,
+    "exec_command_end": _exec_end,
+    "patch_apply_end": _patch_end,
+    "error": _error,
+}
+
+# -- small helpers ---------------------------------------------------------------------------------------
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _json_or_text(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return value
+    return value
+
+
+def _item_text(content: Any) -> str:
+    if not isinstance(content, list):
+        return ""
+    parts = [c.get("text", "") for c in content if isinstance(c, dict) and isinstance(c.get("text"), str)]
+    return "\n".join(parts)
+
+
+def _duration_ms(duration: Any) -> float | None:
+    """Rust ``Duration`` as serde writes it: ``{secs, nanos}``."""
+    if isinstance(duration, dict):
+        secs, nanos = as_int(duration.get("secs")) or 0, as_int(duration.get("nanos")) or 0
+        return round(secs * 1000 + nanos / 1_000_000, 3)
+    return None

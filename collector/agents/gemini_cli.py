@@ -1,0 +1,323 @@
+"""Gemini CLI: hook payloads (spool) and the chat log ``~/.gemini/tmp/<project>/chats/session-*.jsonl``
+(plus the older whole-file ``session-*.json`` checkpoints, read as ``json_file`` documents).
+
+Gemini's hooks carry no native id for a prompt, a model call or a tool call, so nothing a hook reports
+could be matched with the chat log. The chat log is therefore authoritative for prompts, model calls
+(tokens) and tool calls/results; hooks give the session's start and end, and feed the status tracker.
+Hooks describe prompts, model calls and tools only when they name no chat log (``transcript_path``
+empty), as a fallback with ids made from the payload.
+
+The chat log is a JSONL patch log: a header line ``{sessionId, projectHash, startTime, ...}`` (written
+again when a session is resumed), ``{"$set": ...}`` patches (which replay the history on resume: they
+are skipped), and message lines ``{id, timestamp, type: user|gemini|info|error, content, ...}``. A
+``gemini`` message is written again when its tool calls are added, with the same id: the llm.response,
+tool.call and tool.result ids come from the message and tool call ids, so the repeat dedupes.
+
+- ``PreCompress`` fires before every model call without compressing: it never becomes a compaction.
+- A shell command exiting 1 is ``status: "success"`` in Gemini; the exit code shows only in the
+  function response text (``Exit Code: 1``), which makes the tool.result an error here.
+- ``tokens.input`` (``promptTokenCount``) includes cached tokens; ``tokens.output`` excludes thoughts,
+  which Gemini bills as output, so output = output + thoughts.
+
+Message lines do not carry the session id: it is read once per file from the header (first) line.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from collector.agents.common import (
+    HookEnvelope,
+    as_int,
+    hook_entry,
+    iso_to_ns,
+    native_entry,
+    payload_digest,
+    text_message,
+    usage_attributes,
+)
+from collector.model import AgentActivityEntry, RawRecord
+
+PROVIDER = "gcp.gemini"
+HEADER_BYTES = 64 * 1024
+_EXIT_CODE = re.compile(r"^Exit Code:\s*(-?\d+)", re.MULTILINE | re.IGNORECASE)
+_FINAL = {"success": "success", "error": "error", "cancelled": "cancelled"}
+
+
+def parse(record: RawRecord) -> list[AgentActivityEntry]:
+    if record.kind == "transcript":
+        return _parse_chat_line(record)
+    if record.kind == "json_file":
+        return _parse_document(record)
+    return _parse_hook(record)
+
+
+# ---------------------------------------------------------------------------------------------- hooks
+
+
+def _parse_hook(record: RawRecord) -> list[AgentActivityEntry]:
+    hook = HookEnvelope(record)
+    handler = _HOOKS.get(hook.event)
+    if handler is None:
+        return []
+    session = hook.get("session_id")
+    session = session if isinstance(session, str) else None
+    if handler in _CHAT_DESCRIBED and hook.get("transcript_path"):
+        return []  # the chat log describes this, with native ids
+    return handler(record, hook, session)
+
+
+def _session_start(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
+    attrs = {"session.source": hook.get("source")}
+    return [hook_entry(record, hook, "session.start", session, attributes=attrs)]
+
+
+def _session_end(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
+    attrs = {"session.reason": hook.get("reason")}
+    return [hook_entry(record, hook, "session.end", session, attributes=attrs)]
+
+
+def _prompt(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
+    turn = "prompt:" + payload_digest(hook.payload)
+    prompt = text_message("user", str(hook.get("prompt", "")))
+    attrs = {"gen_ai.turn.id": turn, "gen_ai.input.messages": prompt}
+    return [hook_entry(record, hook, "user.prompt", session, turn, attrs)]
+
+
+def _after_model(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
+    response = _json_or_value(hook.get("llm_response"))
+    usage = response.get("usageMetadata") if isinstance(response, dict) else None
+    if not isinstance(usage, dict):
+        return []
+    request = _json_or_value(hook.get("llm_request"))
+    model = request.get("model") if isinstance(request, dict) else None
+    attrs = {"gen_ai.provider.name": PROVIDER, "gen_ai.operation.name": "chat", "gen_ai.request.model": model,
+             **_usage(usage.get("promptTokenCount"), usage.get("candidatesTokenCount"),
+                      usage.get("cachedContentTokenCount"), usage.get("thoughtsTokenCount"))}
+    return [hook_entry(record, hook, "llm.response", session, attributes=attrs)]
+
+
+def _tool_key(hook: HookEnvelope) -> str:
+    """BeforeTool and AfterTool share no id; the same tool with the same input pairs them."""
+    return "tool:" + payload_digest({"name": hook.get("tool_name"), "input": hook.get("tool_input")})
+
+
+def _before_tool(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
+    key = _tool_key(hook)
+    attrs = {"gen_ai.tool.name": hook.get("tool_name"), "gen_ai.tool.call.id": key,
+             "gen_ai.tool.call.arguments": hook.get("tool_input")}
+    return [hook_entry(record, hook, "tool.call", session, key, attrs)]
+
+
+def _after_tool(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
+    key = _tool_key(hook)
+    response = hook.get("tool_response")
+    content = response.get("llmContent") if isinstance(response, dict) else response
+    error = response.get("error") if isinstance(response, dict) else None
+    exit_code = _exit_code(content)
+    failed = bool(error) or exit_code not in (None, 0)
+    attrs = _result_attrs(key, hook.get("tool_name"), failed, exit_code, content, error)
+    return [hook_entry(record, hook, "tool.result", session, key, attrs)]
+
+
+def _status_only(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
+    """BeforeModel, BeforeToolSelection, AfterAgent, Notification, and PreCompress (which fires before
+    every model call whether or not anything is compressed): no entry; the status tracker reads them."""
+    return []
+
+
+HookHandler = Callable[[RawRecord, HookEnvelope, "str | None"], list[AgentActivityEntry]]
+_HOOKS: dict[str, HookHandler] = {
+    "SessionStart": _session_start,
+    "SessionEnd": _session_end,
+    "BeforeAgent": _prompt,
+    "AfterModel": _after_model,
+    "BeforeTool": _before_tool,
+    "AfterTool": _after_tool,
+    "BeforeModel": _status_only,
+    "BeforeToolSelection": _status_only,
+    "AfterAgent": _status_only,
+    "PreCompress": _status_only,
+    "Notification": _status_only,
+}
+_CHAT_DESCRIBED = {_prompt, _after_model, _before_tool, _after_tool}
+
+# ------------------------------------------------------------------------------------------- chat log
+
+
+def _parse_chat_line(record: RawRecord) -> list[AgentActivityEntry]:
+    data = record.data
+    if "$set" in data or "type" not in data:
+        return []  # patches replay history; the header starts (or resumes) the log
+    session = data.get("sessionId") or _header_session(str(record.meta.get("path", "")))
+    return _message(record, data, session if isinstance(session, str) else None)
+
+
+def _parse_document(record: RawRecord) -> list[AgentActivityEntry]:
+    """An older whole-file checkpoint: ``{sessionId, startTime, messages: [...]}``."""
+    session = record.data.get("sessionId")
+    session = session if isinstance(session, str) else None
+    messages = record.data.get("messages")
+    entries: list[AgentActivityEntry] = []
+    for message in messages if isinstance(messages, list) else []:
+        if isinstance(message, dict):
+            entries.extend(_message(record, message, session))
+    return entries
+
+
+def _message(record: RawRecord, msg: dict[str, Any], session: str | None) -> list[AgentActivityEntry]:
+    kind = msg.get("type")
+    msg_id = msg.get("id")
+    if not isinstance(msg_id, str) or not msg_id:
+        return []
+    time_ns = iso_to_ns(msg.get("timestamp"))
+    if kind == "user":
+        return _user(record, msg, msg_id, session, time_ns)
+    if kind == "gemini":
+        return _gemini(record, msg, msg_id, session, time_ns)
+    if kind == "error":
+        attrs = {"error.type": "api_error", "error.message": _text(msg.get("content"))}
+        return [native_entry(record, "error", time_ns, session, msg_id, attrs)]
+    return []
+
+
+def _user(record: RawRecord, msg: dict[str, Any], msg_id: str, session: str | None,
+          time_ns: int | None) -> list[AgentActivityEntry]:
+    text = _text(msg.get("content"))
+    if not text or text.startswith("<session_context>"):
+        return []  # a function response going back to the model, or the context preamble
+    attrs = {"gen_ai.turn.id": msg_id, "gen_ai.input.messages": text_message("user", text)}
+    return [native_entry(record, "user.prompt", time_ns, session, msg_id, attrs)]
+
+
+def _gemini(record: RawRecord, msg: dict[str, Any], msg_id: str, session: str | None,
+            time_ns: int | None) -> list[AgentActivityEntry]:
+    entries: list[AgentActivityEntry] = []
+    tokens = msg.get("tokens")
+    if isinstance(tokens, dict):
+        text = _text(msg.get("content"))
+        attrs = {
+            "gen_ai.provider.name": PROVIDER,
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": msg.get("model"),
+            "gen_ai.response.model": msg.get("model"),
+            "gen_ai.response.id": msg_id,
+            "gen_ai.output.messages": text_message("assistant", text) if text else None,
+            **_usage(tokens.get("input"), tokens.get("output"), tokens.get("cached"), tokens.get("thoughts")),
+        }
+        entries.append(native_entry(record, "llm.response", time_ns, session, msg_id, attrs))
+    for call in msg.get("toolCalls") or []:
+        if isinstance(call, dict) and isinstance(call.get("id"), str):
+            entries.extend(_tool_call(record, call, msg_id, session, time_ns))
+    return entries
+
+
+def _tool_call(record: RawRecord, call: dict[str, Any], msg_id: str, session: str | None,
+               time_ns: int | None) -> list[AgentActivityEntry]:
+    call_id = call["id"]
+    attrs = {"gen_ai.tool.name": call.get("name"), "gen_ai.tool.call.id": call_id,
+             "gen_ai.tool.call.arguments": call.get("args"), "gen_ai.response.id": msg_id}
+    entries = [native_entry(record, "tool.call", time_ns, session, call_id, attrs)]
+    status = _FINAL.get(str(call.get("status")))
+    if status is None:
+        return entries  # still scheduled or running: the result comes with a later copy of the message
+    output, error = _function_response(call.get("result"))
+    exit_code = _exit_code(output)
+    failed = status == "error" or bool(error) or exit_code not in (None, 0)
+    result = _result_attrs(call_id, call.get("name"), failed, exit_code, output, error)
+    if status == "cancelled":
+        result.update({"tool.result.status": "cancelled", "error.type": "cancelled"})
+    end_ns = iso_to_ns(call.get("timestamp"))
+    entries.append(native_entry(record, "tool.result", end_ns or time_ns, session, call_id, result))
+    return entries
+
+
+def _function_response(result: Any) -> tuple[Any, Any]:
+    """(output, error) from ``[{functionResponse: {response: {output | error}}}]``."""
+    for part in result if isinstance(result, list) else []:
+        response = part.get("functionResponse", {}).get("response") if isinstance(part, dict) else None
+        if isinstance(response, dict):
+            return response.get("output"), response.get("error")
+    return None, None
+
+
+def _result_attrs(call_id: str, name: Any, failed: bool, exit_code: int | None, output: Any,
+                  error: Any) -> dict[str, Any]:
+    attrs: dict[str, Any] = {
+        "gen_ai.tool.name": name,
+        "gen_ai.tool.call.id": call_id,
+        "tool.result.status": "error" if failed else "success",
+        "process.exit.code": exit_code,
+    }
+    if failed:
+        attrs["error.type"] = "exit_code" if exit_code not in (None, 0) else "tool_error"
+        message = error if error else output
+        attrs["error.message"] = message if isinstance(message, str) else _dumps(message)
+    else:
+        attrs["gen_ai.tool.call.result"] = output
+    return attrs
+
+
+# -- helpers ---------------------------------------------------------------------------------------------
+
+
+def _usage(inp: Any, out: Any, cached: Any, thoughts: Any) -> dict[str, Any]:
+    output, reasoning = as_int(out), as_int(thoughts)
+    if output is not None and reasoning:
+        output += reasoning
+    return usage_attributes(as_int(inp), output, as_int(cached) or 0, 0, reasoning)
+
+
+def _exit_code(output: Any) -> int | None:
+    if isinstance(output, str):
+        match = _EXIT_CODE.search(output)
+        if match:
+            return int(match.group(1))
+    return None
+
+
+def _text(content: Any) -> str | None:
+    if isinstance(content, str):
+        return content or None
+    if isinstance(content, list):
+        parts = [p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)]
+        return "\n".join(parts) if parts else None
+    return None
+
+
+def _json_or_value(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return value
+    return value
+
+
+def _dumps(value: Any) -> str | None:
+    return None if value is None else orjson.dumps(value).decode()
+
+
+def _header_session(path: str) -> str | None:
+    """The session id in a chat log's header line, read once per file (path and inode) and cached."""
+    try:
+        return _read_header_session(path, os.stat(path).st_ino)
+    except (OSError, ValueError):
+        return None
+
+
+@functools.lru_cache(maxsize=1024)
+def _read_header_session(path: str, ino: int) -> str:
+    """Raises (so that nothing is cached) when the header cannot be read yet."""
+    with open(path, "rb") as f:
+        header = orjson.loads(f.readline(HEADER_BYTES))
+    session = header.get("sessionId") if isinstance(header, dict) else None
+    if not isinstance(session, str) or not session:
+        raise ValueError(f"{path}: no sessionId in the first line")
+    return session

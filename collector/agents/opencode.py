@@ -1,0 +1,338 @@
+"""OpenCode: lines our plugin (``integrations/opencode/agent-collector.js``) appends to the spool, and rows
+of OpenCode's SQLite store (``opencode.db``: ``session``, ``message``, ``part``; JSON in the ``data``
+columns), read by the ``sqlite`` source. Plugin hooks arrive as ``{input, output}`` under the hook's
+name (``chat.message``, ``tool.execute.before``); bus events as the event itself under its type
+(``message.updated``).
+
+Rows are read again whenever they change (a message gains its tokens when it completes, a tool part goes
+pending -> running -> completed), so an entry is made only from a row in its final state, with an id
+from OpenCode's own id: a re-read row makes the same entries, which the pipeline drops.
+
+- user.prompt: the plugin's ``chat.message`` (message id and text) and the ``message`` row of the user
+  message (same id, no text: the text lives in a part row that does not say whose it is).
+- llm.response: an assistant ``message`` row once it has ``time.completed`` (OpenCode 1.x writes one
+  assistant message per model step), or the same object in a ``message.updated`` bus event. Its turn is
+  its ``parentID`` (the user message). OpenCode stores input tokens without the cache reads and writes;
+  ``gen_ai.usage.input_tokens`` adds them back.
+- llm.request: ``chat.params``, once per model call, including the session-title call (``agent:
+  "title"``), when the plugin forwards that hook. OpenCode stores no usage for the title call anywhere
+  (not in the database, the log, or any plugin hook), so that call can at best be seen as a request.
+- tool.call/tool.result: ``tool.execute.before``/``after`` and the ``part`` rows of type ``tool``
+  (``callID``). ``tool.execute.after`` does not fire for a tool that throws; its part row (status
+  ``error``) still gives the result. A shell command that exits non-zero is ``status: completed`` with
+  ``metadata.exit`` != 0, reported here as an error.
+- session.start: the ``session`` row and the plugin's ``session.created`` event. OpenCode has no
+  session end in ``run`` mode; nothing is invented.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from collector.agents.common import (
+    HookEnvelope,
+    as_int,
+    hook_entry,
+    iso_to_ns,
+    native_entry,
+    payload_digest,
+    text_message,
+    usage_attributes,
+)
+from collector.model import AgentActivityEntry, RawRecord
+
+Emit = Callable[[str, "int | None", "str | None", str, dict[str, Any]], AgentActivityEntry]
+
+
+def parse(record: RawRecord) -> list[AgentActivityEntry]:
+    if record.kind == "sqlite":
+        return _parse_row(record)
+    return _parse_hook(record)
+
+
+# --------------------------------------------------------------------------------------------- shared
+
+
+def _message(emit: Emit, info: dict[str, Any], session: str | None) -> list[AgentActivityEntry]:
+    """A ``message`` object (row data plus id, or a ``message.updated`` event's ``info``)."""
+    msg_id = info.get("id")
+    if not isinstance(msg_id, str):
+        return []
+    times = _obj(info.get("time"))
+    created = as_int(times.get("created"))
+    if info.get("role") == "user":
+        return [emit("user.prompt", created, session, msg_id, {"gen_ai.turn.id": msg_id})]
+    completed = as_int(times.get("completed"))
+    if info.get("role") != "assistant" or completed is None:
+        return []  # still streaming: its tokens are not final yet
+    entries = [emit("llm.response", completed, session, msg_id, _response_attrs(info, created, completed))]
+    error = info.get("error")
+    if isinstance(error, dict):
+        data = _obj(error.get("data"))
+        attrs = {"gen_ai.turn.id": info.get("parentID"), "error.type": str(error.get("name") or "api_error"),
+                 "error.message": data.get("message") if isinstance(data.get("message"), str) else None}
+        entries.append(emit("error", completed, session, msg_id, attrs))
+    if info.get("summary") is True:
+        turn = {"gen_ai.turn.id": info.get("parentID")}
+        entries.append(emit("compaction", completed, session, msg_id, turn))
+    return entries
+
+
+def _response_attrs(info: dict[str, Any], created: int | None, completed: int) -> dict[str, Any]:
+    tokens = _obj(info.get("tokens"))
+    cache = _obj(tokens.get("cache"))
+    fresh, read, write = (as_int(tokens.get("input")), as_int(cache.get("read")) or 0,
+                          as_int(cache.get("write")) or 0)
+    output, reasoning = as_int(tokens.get("output")), as_int(tokens.get("reasoning"))
+    cost = info.get("cost")
+    return {
+        "gen_ai.provider.name": info.get("providerID"),
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": info.get("modelID"),
+        "gen_ai.response.model": info.get("modelID"),
+        "gen_ai.response.id": info.get("id"),
+        "gen_ai.turn.id": info.get("parentID"),
+        "gen_ai.agent.name": info.get("agent"),
+        "gen_ai.response.finish_reasons": [info["finish"]] if isinstance(info.get("finish"), str) else None,
+        "gen_ai.usage.cost_usd": cost if type(cost) in (int, float) else None,
+        "duration_ms": completed - created if created is not None and completed >= created else None,
+        **usage_attributes(
+            None if fresh is None else fresh + read + write,
+            None if output is None else output + (reasoning or 0),
+            read,
+            write,
+            reasoning,
+        ),
+    }
+
+
+def _tool_part(emit: Emit, part: dict[str, Any], session: str | None) -> list[AgentActivityEntry]:
+    """A ``part`` of type ``tool``: tool.call once it runs (its input is known), tool.result when done."""
+    state = _obj(part.get("state"))
+    call_id, status = part.get("callID"), state.get("status")
+    if not isinstance(call_id, str) or status not in ("running", "completed", "error"):
+        return []
+    times = _obj(state.get("time"))
+    start, end = as_int(times.get("start")), as_int(times.get("end"))
+    call = {"gen_ai.tool.name": part.get("tool"), "gen_ai.tool.call.id": call_id,
+            "gen_ai.tool.call.arguments": state.get("input")}
+    entries = [emit("tool.call", start, session, call_id, call)]
+    if status == "running":
+        return entries
+    result = _result_attrs(call_id, part.get("tool"), state.get("metadata"), state.get("output"),
+                           state.get("error") if status == "error" else None, status == "error")
+    if start is not None and end is not None and end >= start:
+        result["duration_ms"] = end - start
+    entries.append(emit("tool.result", end, session, call_id, result))
+    return entries
+
+
+def _result_attrs(call_id: str, tool: Any, metadata: Any, output: Any, error: Any,
+                  errored: bool) -> dict[str, Any]:
+    exit_code = as_int(metadata.get("exit")) if isinstance(metadata, dict) else None
+    failed = errored or exit_code not in (None, 0)
+    attrs: dict[str, Any] = {"gen_ai.tool.name": tool, "gen_ai.tool.call.id": call_id,
+                             "tool.result.status": "error" if failed else "success",
+                             "process.exit.code": exit_code}
+    if failed:
+        attrs["error.type"] = "exit_code" if exit_code not in (None, 0) else "tool_error"
+        message = error if isinstance(error, str) and error else output
+        attrs["error.message"] = message if isinstance(message, str) else None
+    else:
+        attrs["gen_ai.tool.call.result"] = output
+    return attrs
+
+
+def _session_row(emit: Emit, info: dict[str, Any], session: str | None) -> list[AgentActivityEntry]:
+    times = _obj(info.get("time"))
+    created = as_int(info.get("time_created")) or as_int(times.get("created"))
+    attrs = {"session.source": "startup", "workspace.path": info.get("directory"),
+             "agent.version": info.get("version")}
+    parent = info.get("parent_id") or info.get("parentID")
+    if isinstance(parent, str) and parent:
+        attrs.update({"gen_ai.agent.scope": "subagent", "gen_ai.session.parent.id": parent})
+    return [emit("session.start", created, session, "created", attrs)]
+
+
+# ------------------------------------------------------------------------------------------- database
+
+
+def _parse_row(record: RawRecord) -> list[AgentActivityEntry]:
+    table, row = record.data.get("table"), record.data.get("row")
+    if not isinstance(row, dict):
+        return []
+
+    def emit(name: str, time_ms: int | None, session: str | None, native: str,
+             attrs: dict[str, Any]) -> AgentActivityEntry:
+        return native_entry(record, name, iso_to_ns(time_ms), session, native, attrs)
+
+    if table == "session":
+        return _session_row(emit, row, _str(row.get("id")))
+    data = _json(row.get("data"))
+    if not isinstance(data, dict):
+        return []
+    session = _str(row.get("session_id"))
+    if table == "message":
+        return _message(emit, {**data, "id": row.get("id")}, session)
+    if table == "part" and data.get("type") == "tool":
+        return _tool_part(emit, data, session)
+    return []
+
+
+# ------------------------------------------------------------------------------------- plugin (spool)
+
+
+def _parse_hook(record: RawRecord) -> list[AgentActivityEntry]:
+    """Plugin hooks arrive as ``{input, output}``; bus events as the event itself (``{id, type,
+    properties}``), named by their type (``session.created``) or, in older captures, ``event:<type>``."""
+    hook = HookEnvelope(record)
+    event = hook.event.removeprefix("event:")
+    handler = _HOOKS.get(event)
+    if handler is None:
+        return []
+    if event in _BUS_EVENTS and "properties" in hook.payload:
+        inp, out = hook.payload, None
+    else:
+        inp, out = hook.get("input"), hook.get("output")
+    return handler(record, hook, _obj(inp), _obj(out))
+
+
+def _hook_emit(record: RawRecord, hook: HookEnvelope) -> Emit:
+    """Entries from bus events carry OpenCode's own time of the fact, as the same row would."""
+
+    def emit(name: str, time_ms: int | None, session: str | None, native: str,
+             attrs: dict[str, Any]) -> AgentActivityEntry:
+        entry = hook_entry(record, hook, name, session, native, attrs)
+        entry.time_ns = iso_to_ns(time_ms) or entry.time_ns
+        return entry
+
+    return emit
+
+
+def _bus_props(inp: dict[str, Any]) -> dict[str, Any]:
+    props = inp.get("properties")
+    return props if isinstance(props, dict) else {}
+
+
+def _session_created(record: RawRecord, hook: HookEnvelope, inp: dict[str, Any],
+                     out: dict[str, Any]) -> list[AgentActivityEntry]:
+    props = _bus_props(inp)
+    info = _obj(props.get("info"))
+    session = _str(props.get("sessionID")) or _str(info.get("id"))
+    return _session_row(_hook_emit(record, hook), info, session)
+
+
+def _chat_message(record: RawRecord, hook: HookEnvelope, inp: dict[str, Any],
+                  out: dict[str, Any]) -> list[AgentActivityEntry]:
+    message = _obj(out.get("message"))
+    msg_id = _str(message.get("id"))
+    if not msg_id or message.get("role", "user") != "user":
+        return []
+    parts = _list(out.get("parts"))
+    text = "\n".join(p["text"] for p in parts
+                     if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
+                     and not p.get("synthetic"))
+    attrs = {"gen_ai.turn.id": msg_id, "gen_ai.input.messages": text_message("user", text)}
+    session = _str(inp.get("sessionID")) or _str(message.get("sessionID"))
+    return [hook_entry(record, hook, "user.prompt", session, msg_id, attrs)]
+
+
+def _chat_params(record: RawRecord, hook: HookEnvelope, inp: dict[str, Any],
+                 out: dict[str, Any]) -> list[AgentActivityEntry]:
+    model = _obj(inp.get("model"))
+    message = _obj(inp.get("message"))
+    attrs = {
+        "gen_ai.provider.name": _str(model.get("providerID")),
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": _str(model.get("id")),
+        "gen_ai.request.max_tokens": as_int(out.get("maxOutputTokens")),
+        "gen_ai.agent.name": _str(inp.get("agent")),
+        "gen_ai.turn.id": _str(message.get("id")),
+    }
+    # Two steps of one turn send identical params: the receive time tells them apart.
+    native = f"params:{hook.time_ns}:{payload_digest(hook.payload)}"
+    return [hook_entry(record, hook, "llm.request", _str(inp.get("sessionID")), native, attrs)]
+
+
+def _tool_before(record: RawRecord, hook: HookEnvelope, inp: dict[str, Any],
+                 out: dict[str, Any]) -> list[AgentActivityEntry]:
+    call_id = _str(inp.get("callID"))
+    if not call_id:
+        return []
+    attrs = {"gen_ai.tool.name": inp.get("tool"), "gen_ai.tool.call.id": call_id,
+             "gen_ai.tool.call.arguments": out.get("args")}
+    return [hook_entry(record, hook, "tool.call", _str(inp.get("sessionID")), call_id, attrs)]
+
+
+def _tool_after(record: RawRecord, hook: HookEnvelope, inp: dict[str, Any],
+                out: dict[str, Any]) -> list[AgentActivityEntry]:
+    call_id = _str(inp.get("callID"))
+    if not call_id:
+        return []
+    attrs = _result_attrs(call_id, inp.get("tool"), out.get("metadata"), out.get("output"), None, False)
+    return [hook_entry(record, hook, "tool.result", _str(inp.get("sessionID")), call_id, attrs)]
+
+
+def _message_updated(record: RawRecord, hook: HookEnvelope, inp: dict[str, Any],
+                     out: dict[str, Any]) -> list[AgentActivityEntry]:
+    props = _bus_props(inp)
+    info = props.get("info")
+    if not isinstance(info, dict) or info.get("role") != "assistant":
+        return []  # the user message comes with its text in chat.message
+    return _message(_hook_emit(record, hook), info, _str(info.get("sessionID")))
+
+
+def _part_updated(record: RawRecord, hook: HookEnvelope, inp: dict[str, Any],
+                  out: dict[str, Any]) -> list[AgentActivityEntry]:
+    part = _bus_props(inp).get("part")
+    if not isinstance(part, dict) or part.get("type") != "tool":
+        return []
+    return _tool_part(_hook_emit(record, hook), part, _str(part.get("sessionID")))
+
+
+def _session_error(record: RawRecord, hook: HookEnvelope, inp: dict[str, Any],
+                   out: dict[str, Any]) -> list[AgentActivityEntry]:
+    props = _bus_props(inp)
+    error = _obj(props.get("error"))
+    data = _obj(error.get("data"))
+    attrs = {"error.type": str(error.get("name") or "session_error"),
+             "error.message": data.get("message") if isinstance(data.get("message"), str) else None}
+    return [hook_entry(record, hook, "error", _str(props.get("sessionID")), attributes=attrs)]
+
+
+HookHandler = Callable[[RawRecord, HookEnvelope, dict[str, Any], dict[str, Any]], list[AgentActivityEntry]]
+_HOOKS: dict[str, HookHandler] = {
+    "session.created": _session_created,
+    "chat.message": _chat_message,
+    "chat.params": _chat_params,
+    "tool.execute.before": _tool_before,
+    "tool.execute.after": _tool_after,
+    "message.updated": _message_updated,
+    "message.part.updated": _part_updated,
+    "session.error": _session_error,
+}
+_BUS_EVENTS = {"session.created", "message.updated", "message.part.updated", "session.error"}
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _json(value: Any) -> Any:
+    if isinstance(value, (str, bytes)):
+        try:
+            return orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return None
+    return value
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []

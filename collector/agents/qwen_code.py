@@ -1,0 +1,293 @@
+"""Qwen Code: Claude-style hook payloads (spool) and chat logs
+(``~/.qwen/projects/<cwd slug>/chats/<session id>.jsonl``, one JSON record per line, Gemini-style parts).
+
+Which input is authoritative for what:
+
+- Prompts: the ``UserPromptSubmit`` hook, whose ``prompt_id`` (``<session>########<n>``) is the turn id.
+  It fires twice per turn, the second time after the tool batch with an empty prompt and the same
+  ``prompt_id``: one prompt is one turn, so the empty one is dropped. The chat log's ``user`` record has
+  no prompt id (nothing to match the hook with), so it is not reported.
+- Model calls: the chat log's ``system/ui_telemetry`` record with ``event.name = qwen-code.api_response``
+  (response id, model, tokens, latency, prompt id). The ``assistant`` record repeats the tokens without
+  the response id; it gives the tool calls only. Prompt tokens (``input_token_count``) include cached.
+- Tool calls and results: hooks (``PreToolUse``, ``PostToolUse``/``PostToolUseFailure``) and the chat log
+  (the assistant's ``functionCall`` parts and the ``tool_result`` records) both carry the model's tool
+  call id (hooks: ``tool_call_id``; ``tool_use_id`` is a different, hook-only id), so they dedupe. Both
+  say ``error`` for a command that exits non-zero.
+
+There is no SessionEnd in ``-p`` mode; the status tracker's idle rule closes such sessions.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from collector.agents.common import (
+    HookEnvelope,
+    as_int,
+    hook_entry,
+    iso_to_ns,
+    native_entry,
+    text_message,
+    usage_attributes,
+)
+from collector.model import AgentActivityEntry, RawRecord
+
+PROVIDER = "openai"
+_EXIT_CODE = re.compile(r"^Exit Code:\s*(-?\d+)", re.MULTILINE)
+
+
+def parse(record: RawRecord) -> list[AgentActivityEntry]:
+    if record.kind == "transcript":
+        return _parse_chat(record)
+    return _parse_hook(record)
+
+
+# ---------------------------------------------------------------------------------------------- hooks
+
+
+def _parse_hook(record: RawRecord) -> list[AgentActivityEntry]:
+    hook = HookEnvelope(record)
+    handler = _HOOKS.get(hook.event)
+    if handler is None:
+        return []
+    session = hook.get("session_id")
+    return handler(record, hook, session if isinstance(session, str) else None)
+
+
+def _session_start(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
+    attrs = {"session.source": hook.get("source"), "agent.model": hook.get("model")}
+    return [hook_entry(record, hook, "session.start", session, attributes=attrs)]
+
+
+def _session_end(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
+    attrs = {"session.reason": hook.get("reason")}
+    return [hook_entry(record, hook, "session.end", session, attributes=attrs)]
+
+
+def _prompt(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
+    prompt = hook.get("prompt")
+    if not isinstance(prompt, str) or not prompt:
+        return []  # the second UserPromptSubmit of a turn (after the tool batch)
+    turn = hook.get("prompt_id")
+    turn = turn if isinstance(turn, str) and turn else None
+    attrs = {"gen_ai.turn.id": turn, "gen_ai.input.messages": text_message("user", prompt)}
+    return [hook_entry(record, hook, "user.prompt", session, turn, attrs)]
+
+
+def _call_id(hook: HookEnvelope) -> str | None:
+    call_id = hook.get("tool_call_id") or hook.get("tool_use_id")
+    return call_id if isinstance(call_id, str) and call_id else None
+
+
+def _tool_attrs(hook: HookEnvelope) -> dict[str, Any]:
+    return {
+        "gen_ai.turn.id": hook.get("prompt_id"),
+        "gen_ai.tool.name": hook.get("tool_name"),
+        "gen_ai.tool.call.id": _call_id(hook),
+        "gen_ai.tool.call.arguments": hook.get("tool_input"),
+    }
+
+
+def _pre_tool(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
+    call_id = _call_id(hook)
+    return [hook_entry(record, hook, "tool.call", session, call_id, _tool_attrs(hook))] if call_id else []
+
+
+def _post_tool(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
+    call_id = _call_id(hook)
+    if not call_id:
+        return []
+    attrs = _tool_attrs(hook)
+    attrs["duration_ms"] = hook.get("duration_ms")
+    if hook.event == "PostToolUseFailure":
+        interrupted = bool(hook.get("is_interrupt"))
+        attrs["tool.result.status"] = "cancelled" if interrupted else "error"
+        attrs["error.type"] = "interrupted" if interrupted else "tool_error"
+        attrs["error.message"] = _as_text(hook.get("error"))
+    else:
+        response = hook.get("tool_response")
+        exit_code = _exit_code(response.get("llmContent") if isinstance(response, dict) else response)
+        _set_status(attrs, exit_code, None, response)
+    return [hook_entry(record, hook, "tool.result", session, call_id, attrs)]
+
+
+def _permission(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
+    attrs = _tool_attrs(hook)
+    attrs["tool.approve.decision"] = "deny" if hook.event == "PermissionDenied" else "ask"
+    return [hook_entry(record, hook, "tool.approve", session, attributes=attrs)]
+
+
+def _subagent(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
+    name = "subagent.start" if hook.event == "SubagentStart" else "subagent.end"
+    attrs = {"gen_ai.agent.scope": "subagent", "gen_ai.subagent.type": hook.get("agent_type"),
+             "gen_ai.agent.id": hook.get("agent_id")}
+    return [hook_entry(record, hook, name, session, attributes=attrs)]
+
+
+def _stop_failure(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
+    attrs = {"gen_ai.turn.id": hook.get("prompt_id"),
+             "error.type": str(hook.get("error_type") or "api_error"),
+             "error.message": _as_text(hook.get("error"))}
+    return [hook_entry(record, hook, "error", session, attributes=attrs)]
+
+
+def _status_only(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
+    """Stop, Notification, MessageDisplay, PostToolBatch, ...: the status tracker reads them."""
+    return []
+
+
+HookHandler = Callable[[RawRecord, HookEnvelope, "str | None"], list[AgentActivityEntry]]
+_HOOKS: dict[str, HookHandler] = {
+    "SessionStart": _session_start,
+    "SessionEnd": _session_end,
+    "UserPromptSubmit": _prompt,
+    "PreToolUse": _pre_tool,
+    "PostToolUse": _post_tool,
+    "PostToolUseFailure": _post_tool,
+    "PermissionRequest": _permission,
+    "PermissionDenied": _permission,
+    "SubagentStart": _subagent,
+    "SubagentStop": _subagent,
+    "StopFailure": _stop_failure,
+    "Stop": _status_only,
+    "Notification": _status_only,
+}
+
+# ------------------------------------------------------------------------------------------- chat log
+
+
+def _parse_chat(record: RawRecord) -> list[AgentActivityEntry]:
+    data = record.data
+    session = data.get("sessionId")
+    session = session if isinstance(session, str) else None
+    kind = data.get("type")
+    time_ns = iso_to_ns(data.get("timestamp"))
+    if kind == "assistant":
+        return _assistant(record, data, session, time_ns)
+    if kind == "tool_result":
+        return _tool_result(record, data, session, time_ns)
+    if kind == "system" and data.get("subtype") == "ui_telemetry":
+        return _telemetry(record, data, session, time_ns)
+    return []
+
+
+def _parts(data: dict[str, Any]) -> list[dict[str, Any]]:
+    message = data.get("message")
+    parts = message.get("parts") if isinstance(message, dict) else None
+    return [p for p in parts if isinstance(p, dict)] if isinstance(parts, list) else []
+
+
+def _assistant(record: RawRecord, data: dict[str, Any], session: str | None,
+               time_ns: int | None) -> list[AgentActivityEntry]:
+    entries = []
+    for part in _parts(data):
+        call = part.get("functionCall")
+        if isinstance(call, dict) and isinstance(call.get("id"), str):
+            attrs = {"gen_ai.tool.name": call.get("name"), "gen_ai.tool.call.id": call["id"],
+                     "gen_ai.tool.call.arguments": call.get("args")}
+            entries.append(native_entry(record, "tool.call", time_ns, session, call["id"], attrs))
+    return entries
+
+
+def _tool_result(record: RawRecord, data: dict[str, Any], session: str | None,
+                 time_ns: int | None) -> list[AgentActivityEntry]:
+    result = data.get("toolCallResult")
+    if not isinstance(result, dict) or not isinstance(result.get("callId"), str):
+        return []
+    call_id = result["callId"]
+    name, output, error = None, None, result.get("error")
+    for part in _parts(data):
+        response = part.get("functionResponse")
+        if isinstance(response, dict) and response.get("id") == call_id:
+            name = response.get("name")
+            body = response.get("response")
+            if isinstance(body, dict):
+                output, error = body.get("output"), error or body.get("error")
+    display = result.get("resultDisplay")
+    exit_code = as_int(display.get("exitCode")) if isinstance(display, dict) else _exit_code(output)
+    attrs: dict[str, Any] = {"gen_ai.tool.name": name, "gen_ai.tool.call.id": call_id}
+    if result.get("status") == "cancelled":
+        attrs.update({"tool.result.status": "cancelled", "error.type": "cancelled"})
+    elif result.get("status") == "error":
+        _set_status(attrs, exit_code, error or output or "error", output)
+    else:
+        _set_status(attrs, exit_code, error, output)
+    return [native_entry(record, "tool.result", time_ns, session, call_id, attrs)]
+
+
+def _telemetry(record: RawRecord, data: dict[str, Any], session: str | None,
+               time_ns: int | None) -> list[AgentActivityEntry]:
+    payload = data.get("systemPayload")
+    event = payload.get("uiEvent") if isinstance(payload, dict) else None
+    if not isinstance(event, dict):
+        return []
+    name = event.get("event.name")
+    if name == "qwen-code.api_response":
+        return _api_response(record, event, session, time_ns)
+    if name == "qwen-code.api_error":
+        attrs = {"gen_ai.turn.id": event.get("prompt_id"), "gen_ai.request.model": event.get("model"),
+                 "error.type": str(event.get("error_type") or "api_error"),
+                 "error.message": _as_text(event.get("error"))}
+        return [native_entry(record, "error", time_ns, session, str(data.get("uuid")), attrs)]
+    return []
+
+
+def _api_response(record: RawRecord, event: dict[str, Any], session: str | None,
+                  time_ns: int | None) -> list[AgentActivityEntry]:
+    response_id = event.get("response_id")
+    if not isinstance(response_id, str) or not response_id:
+        return []
+    text = event.get("response_text")
+    attrs = {
+        "gen_ai.provider.name": PROVIDER,
+        "gen_ai.operation.name": "chat",
+        "gen_ai.turn.id": event.get("prompt_id"),
+        "gen_ai.request.model": event.get("model"),
+        "gen_ai.response.model": event.get("model"),
+        "gen_ai.response.id": response_id,
+        "duration_ms": event.get("duration_ms"),
+        "gen_ai.output.messages": text_message("assistant", text) if isinstance(text, str) and text else None,
+        **usage_attributes(
+            as_int(event.get("input_token_count")),
+            as_int(event.get("output_token_count")),
+            as_int(event.get("cached_content_token_count")) or 0,
+            0,
+            as_int(event.get("thoughts_token_count")),
+        ),
+    }
+    when = iso_to_ns(event.get("event.timestamp")) or time_ns
+    return [native_entry(record, "llm.response", when, session, response_id, attrs)]
+
+
+# -- helpers ---------------------------------------------------------------------------------------------
+
+
+def _set_status(attrs: dict[str, Any], exit_code: int | None, error: Any, output: Any) -> None:
+    failed = bool(error) or exit_code not in (None, 0)
+    attrs["tool.result.status"] = "error" if failed else "success"
+    attrs["process.exit.code"] = exit_code
+    if failed:
+        attrs["error.type"] = "exit_code" if exit_code not in (None, 0) else "tool_error"
+        attrs["error.message"] = _as_text(error) or _as_text(output)
+    else:
+        attrs["gen_ai.tool.call.result"] = output
+
+
+def _exit_code(output: Any) -> int | None:
+    if isinstance(output, str):
+        match = _EXIT_CODE.search(output)
+        if match:
+            return int(match.group(1))
+    return None
+
+
+def _as_text(value: Any) -> str | None:
+    if isinstance(value, str):
+        return value or None
+    if isinstance(value, dict):
+        message = value.get("message")
+        return message if isinstance(message, str) else None
+    return None

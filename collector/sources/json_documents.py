@@ -1,0 +1,137 @@
+"""Whole-file JSON documents that the agent rewrites in place (one JSON per session, e.g. Gemini CLI's
+older ``session-*.json`` checkpoints).
+
+Each file matched by the globs is a stream keyed by its path. Its position is what we last saw of it:
+``mtime_ns``, ``size`` and the SHA-256 of the content. A file whose mtime and size are unchanged is not
+opened; one that changed is read whole and hashed, and only a new hash yields a record: the whole
+document, with the hash as its position. The parser gives entries ids from the document's own ids, so
+the messages a rewrite repeats are dropped by the pipeline's dedupe.
+
+A document that does not parse (the agent is half-way through a non-atomic rewrite) is counted as
+malformed and skipped; it is read again when the file changes. Files larger than ``max_bytes`` are
+counted as oversized and skipped.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import logging
+import os
+import time
+from collections.abc import AsyncIterator, Iterable
+from typing import Any
+
+import orjson
+
+from collector.definitions import AgentDefinition
+from collector.model.raw import RawRecord
+from collector.sources.base import Item, Position, SourceStats
+from collector.sources.factory import BuildContext, register_builder
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+
+
+class JsonDocuments:
+    def __init__(
+        self,
+        name: str,
+        agent: str,
+        globs: Iterable[str],
+        positions: dict[str, dict[str, Any]],
+        max_bytes: int = DEFAULT_MAX_BYTES,
+    ) -> None:
+        self.name = name
+        self.agent = agent
+        self.globs = list(globs)
+        self.max_bytes = max_bytes
+        self.stats = SourceStats()
+        prefix = self.stream_prefix
+        self._seen = {k[len(prefix) :]: v for k, v in positions.items() if k.startswith(prefix)}
+
+    @property
+    def stream_prefix(self) -> str:
+        return f"{self.name}:"
+
+    def watch_paths(self) -> list[str]:
+        dirs = set()
+        for pattern in self.globs:
+            static = pattern.split("*", 1)[0]
+            dirs.add(static if static.endswith("/") else os.path.dirname(static))
+        return sorted(d.rstrip("/") or "/" for d in dirs)
+
+    def files(self) -> list[str]:
+        found: set[str] = set()
+        for pattern in self.globs:
+            found.update(glob.glob(pattern))
+        return sorted(found)
+
+    async def read(self) -> AsyncIterator[Item]:
+        for path in self.files():
+            item = self._read_path(path)
+            if item is not None:
+                yield item
+
+    def _read_path(self, path: str) -> Item | None:
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            self._error(f"{path}: {exc.strerror}")
+            return None
+        stored = self._seen.get(path)
+        if stored and stored.get("mtime_ns") == st.st_mtime_ns and stored.get("size") == st.st_size:
+            return None
+        if stored is None:
+            self.stats.files += 1
+        if st.st_size > self.max_bytes:
+            self.stats.oversized += 1
+            log.warning("%s: %d bytes is over the %d byte limit, skipped", path, st.st_size, self.max_bytes)
+            return None, self._remember(path, st, stored.get("sha256") if stored else None)
+        try:
+            with open(path, "rb") as f:
+                content = f.read(self.max_bytes + 1)
+        except OSError as exc:
+            self._error(f"{path}: {exc.strerror}")
+            return None
+        digest = hashlib.sha256(content).hexdigest()
+        position = self._remember(path, st, digest)
+        if stored and stored.get("sha256") == digest:
+            return None, position  # touched, not changed
+        return self._record(path, content, digest), position
+
+    def _remember(self, path: str, st: os.stat_result, digest: str | None) -> Position:
+        value = {"mtime_ns": st.st_mtime_ns, "size": st.st_size, "sha256": digest}
+        self._seen[path] = value
+        return Position(self.stream_prefix + path, value)
+
+    def _record(self, path: str, content: bytes, digest: str) -> RawRecord | None:
+        try:
+            data = orjson.loads(content)
+        except orjson.JSONDecodeError as exc:
+            self.stats.malformed += 1
+            log.warning("%s: not valid JSON (being rewritten?), skipped until it changes: %s", path, exc)
+            return None
+        if not isinstance(data, dict):
+            self.stats.malformed += 1
+            log.warning("%s: the document is not a JSON object, skipped", path)
+            return None
+        self.stats.records += 1
+        self.stats.bytes += len(content)
+        return RawRecord(self.agent, "json_file", data, path, digest, time.time_ns(), {"path": path})
+
+    def _error(self, message: str) -> None:
+        self.stats.errors += 1
+        self.stats.last_error = message
+        log.warning("%s", message)
+
+
+def _build(defn: AgentDefinition, spec: dict[str, Any], ctx: BuildContext) -> JsonDocuments:
+    globs = [str(ctx.paths.expand(g)) for g in spec["globs"]]
+    return JsonDocuments(f"{defn.id}:{spec.get('name', 'documents')}", defn.id, globs, ctx.positions)
+
+
+register_builder("json_file", _build)

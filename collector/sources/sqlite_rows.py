@@ -1,0 +1,198 @@
+"""Poll tables of an agent's SQLite database, read-only, by a watermark column.
+
+The database is opened with a ``file:...?mode=ro`` URI: read-only, but a normal reader of the WAL, so rows
+the agent committed to ``-wal`` and not yet checkpointed are seen (``immutable=1`` would skip the WAL and
+lock checks, and miss them). Every read opens a connection, runs short autocommit queries and closes it,
+so the agent's writes and checkpoints are never held up by us for longer than one query. A query that
+meets SQLITE_BUSY (a checkpoint or recovery holding the lock past the busy timeout) ends the cycle for
+that table, is counted in ``stats.extra['busy']``, and is retried on the next cycle from the same place.
+
+Each configured table is one stream. Rows are read in ``(watermark, key)`` order after the stored
+position (``wm``, ``key``): a row that is updated later (a message gaining its tokens) gets a new
+watermark and is read again; the parser gives each row's entries ids from the row's native id, so a
+re-read row never duplicates an entry. The position also holds the database file's inode: a database
+that was deleted and created anew is read from the start.
+
+Yields ``RawRecord(kind="sqlite", data={"table": name, "row": {column: value}})``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sqlite3
+import time
+import urllib.parse
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from collector.definitions import AgentDefinition
+from collector.model.raw import RawRecord
+from collector.sources.base import Item, Position, SourceStats
+from collector.sources.factory import BuildContext, register_builder
+
+log = logging.getLogger(__name__)
+
+BATCH_ROWS = 500
+BUSY_TIMEOUT_S = 0.2  # short: we retry next cycle rather than wait on the agent
+WM, KEY = "__agent_collector_wm", "__agent_collector_key"  # aliases of the position columns
+
+
+@dataclass(frozen=True, slots=True)
+class TableSpec:
+    table: str
+    watermark: str
+    key: str
+    columns: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class TableState:
+    wm: Any = None
+    key: Any = None
+    ino: int | None = None
+
+    def as_value(self) -> dict[str, Any]:
+        return {"wm": self.wm, "key": self.key, "ino": self.ino}
+
+
+class BusyError(Exception):
+    """The database stayed locked past the busy timeout."""
+
+
+class SqliteRows:
+    def __init__(
+        self,
+        name: str,
+        agent: str,
+        path: str,
+        tables: list[TableSpec],
+        positions: dict[str, dict[str, Any]],
+        batch_rows: int = BATCH_ROWS,
+        busy_timeout_s: float = BUSY_TIMEOUT_S,
+    ) -> None:
+        self.name = name
+        self.agent = agent
+        self.path = path
+        self.tables = tables
+        self.batch_rows = batch_rows
+        self.busy_timeout_s = busy_timeout_s
+        self.stats = SourceStats()
+        self.stats.extra["busy"] = 0
+        self._state: dict[str, TableState] = {}
+        for spec in tables:
+            stored = positions.get(self.stream(spec.table)) or {}
+            self._state[spec.table] = TableState(stored.get("wm"), stored.get("key"), stored.get("ino"))
+
+    def stream(self, table: str) -> str:
+        return f"{self.name}:{table}"
+
+    def watch_paths(self) -> list[str]:
+        return [os.path.dirname(self.path) or "."]
+
+    async def read(self) -> AsyncIterator[Item]:
+        try:
+            ino = os.stat(self.path).st_ino
+        except FileNotFoundError:
+            return  # the agent has not created its database yet
+        except OSError as exc:
+            self._error(f"{self.path}: {exc.strerror}")
+            return
+        try:
+            conn = await asyncio.to_thread(self._connect)
+        except sqlite3.Error as exc:
+            self._error(f"{self.path}: cannot open read-only: {exc}")
+            return
+        try:
+            for spec in self.tables:
+                async for item in self._read_table(conn, spec, ino):
+                    yield item
+        finally:
+            conn.close()
+
+    def _connect(self) -> sqlite3.Connection:
+        uri = f"file:{urllib.parse.quote(self.path)}?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, timeout=self.busy_timeout_s, check_same_thread=False,
+                               isolation_level=None)
+        conn.row_factory = sqlite3.Row
+        return conn
+
+    async def _read_table(self, conn: sqlite3.Connection, spec: TableSpec, ino: int) -> AsyncIterator[Item]:
+        state = self._state[spec.table]
+        if state.ino is not None and state.ino != ino:
+            log.info("%s: database file replaced, reading %s from the start", self.path, spec.table)
+            self._state[spec.table] = state = TableState()
+        state.ino = ino
+        while True:
+            try:
+                rows = await asyncio.to_thread(self._fetch, conn, spec, state)
+            except BusyError:
+                self.stats.extra["busy"] += 1
+                log.info("%s: busy, %s will be read next cycle", self.path, spec.table)
+                return
+            except sqlite3.Error as exc:
+                self._error(f"{self.path}:{spec.table}: {exc}")
+                return
+            observed = time.time_ns()
+            for row in rows:
+                state.wm, state.key = row.pop(WM), row.pop(KEY)
+                position = Position(self.stream(spec.table), state.as_value())
+                yield self._record(spec, state, row, observed), position
+            if len(rows) < self.batch_rows:
+                return
+
+    def _fetch(self, conn: sqlite3.Connection, spec: TableSpec, state: TableState) -> list[dict[str, Any]]:
+        cols = ", ".join(_quote(c) for c in spec.columns) if spec.columns else "*"
+        wm, key = _quote(spec.watermark), "rowid" if spec.key == "rowid" else _quote(spec.key)
+        sql = f"SELECT {wm} AS {WM}, {key} AS {KEY}, {cols} FROM {_quote(spec.table)}"
+        params: tuple[Any, ...] = ()
+        if state.wm is not None:
+            sql += f" WHERE {wm} > ? OR ({wm} = ? AND {key} > ?)"
+            params = (state.wm, state.wm, state.key)
+        sql += f" ORDER BY {wm}, {key} LIMIT {int(self.batch_rows)}"
+        try:
+            cursor = conn.execute(sql, params)
+            return [dict(r) for r in cursor.fetchall()]
+        except sqlite3.OperationalError as exc:
+            if _is_busy(exc):
+                raise BusyError(str(exc)) from exc
+            raise
+
+    def _record(self, spec: TableSpec, state: TableState, row: dict[str, Any], observed: int) -> RawRecord:
+        self.stats.records += 1
+        clean = {k: (v.hex() if isinstance(v, bytes) else v) for k, v in row.items()}
+        position = f"{state.wm}:{state.key}"
+        data = {"table": spec.table, "row": clean}
+        meta = {"path": self.path, "table": spec.table}
+        return RawRecord(self.agent, "sqlite", data, f"{self.path}:{spec.table}", position, observed, meta)
+
+    def _error(self, message: str) -> None:
+        self.stats.errors += 1
+        self.stats.last_error = message
+        log.warning("%s", message)
+
+
+def _quote(identifier: str) -> str:
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def _build(defn: AgentDefinition, spec: dict[str, Any], ctx: BuildContext) -> SqliteRows:
+    tables = [
+        TableSpec(t["table"], t["watermark"], t.get("key") or "rowid", tuple(t.get("columns") or ()))
+        for t in spec["tables"]
+    ]
+    name = f"{defn.id}:{spec.get('name', 'sqlite')}"
+    return SqliteRows(name, defn.id, str(ctx.paths.expand(spec["path"])), tables, ctx.positions)
+
+
+register_builder("sqlite", _build)
