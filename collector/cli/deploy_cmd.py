@@ -1,0 +1,170 @@
+"""``agent-collector install | uninstall`` and ``agents disable | enable``: wire us into agents, or out."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+from collector.cli.common import add_home, add_json, paths_from, print_json
+from collector.definitions import AgentDefinition, detect, load_definitions
+from collector.deploy import (
+    Change,
+    IntegrationStatus,
+    State,
+    install_agent,
+    integration_state,
+    uninstall_agent,
+)
+from collector.deploy.choices import disabled_agents, set_disabled
+from collector.deploy.records import RecordStore
+from collector.paths import Paths
+
+_NOTABLE = {State.UNTRUSTED, State.CONFLICT, State.ERROR, State.NOT_IMPLEMENTED}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    install = subparsers.add_parser(
+        "install", help="add our hooks/plugins to the agents (all detected ones by default)",
+        description="Adds agent-collector's hooks or plugin to each agent's own config. Every other setting "
+                    "and hook stays; our entries are marked so uninstall removes only them. Agents disabled "
+                    "with `agents disable` are skipped.")
+    _common(install)
+    install.set_defaults(func=cmd_install)
+    uninstall = subparsers.add_parser(
+        "uninstall", help="remove our hooks/plugins from the agents (all of them by default)",
+        description="Removes only what agent-collector added. A file nobody else touched since comes back "
+                    "byte for byte; files and folders we created are deleted.")
+    _common(uninstall)
+    uninstall.set_defaults(func=cmd_uninstall)
+
+
+def register_agent_subcommands(sub: argparse._SubParsersAction) -> None:
+    """Called by ``agents_cmd``: adds ``agents disable ID`` and ``agents enable ID``."""
+    disable = sub.add_parser("disable", help="remove our integration from an agent and keep it out",
+                             description="Records your choice, removes our hooks/plugin from the agent; "
+                                         "install and the watchdog leave it alone until `agents enable`.")
+    disable.add_argument("agent", metavar="ID")
+    add_home(disable)
+    disable.set_defaults(func=cmd_disable)
+    enable = sub.add_parser("enable", help="undo `agents disable` and install the integration again")
+    enable.add_argument("agent", metavar="ID")
+    add_home(enable)
+    enable.set_defaults(func=cmd_enable)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--agent", action="append", metavar="ID", help="only this agent (repeatable)")
+    parser.add_argument("--dry-run", action="store_true", help="print what would change, change nothing")
+    add_home(parser)
+    add_json(parser)
+
+
+def _definitions(paths: Paths) -> dict[str, AgentDefinition]:
+    result = load_definitions(paths.agents_override_dir)
+    for problem in result.problems:
+        sys.stderr.write(f"warning: agent definition skipped: {problem}\n")
+    return result.agents
+
+
+def _unknown(requested: Iterable[str], known: Iterable[str]) -> list[str]:
+    return sorted(set(requested) - set(known))
+
+
+def cmd_install(args: argparse.Namespace) -> int:
+    paths = paths_from(args)
+    agents = _definitions(paths)
+    unknown = _unknown(args.agent or [], agents)
+    if unknown:
+        sys.stderr.write(f"agent-collector: error: unknown agent(s): {', '.join(unknown)} "
+                         f"(known: {', '.join(sorted(agents))})\n")
+        return 2
+    disabled = disabled_agents(paths)
+    skipped_explicit = sorted(set(args.agent or []) & disabled)
+    if args.agent:
+        chosen = [agents[a] for a in args.agent if a not in disabled]
+    else:
+        chosen = [d for d in agents.values()
+                  if d.enabled and d.id not in disabled and detect(d, paths).installed]
+        if not chosen and not args.json:
+            print("no installed agents detected (use --agent ID to install anyway)")
+    for agent in skipped_explicit:
+        sys.stderr.write(f"{agent}: skipped: disabled by you; "
+                         f"run `agent-collector agents enable {agent}` first\n")
+    changes: list[Change] = []
+    notes: list[IntegrationStatus] = []
+    for defn in chosen:
+        done = install_agent(defn, paths, dry_run=args.dry_run)
+        changes += done
+        if not args.dry_run:
+            notes += [s for s in integration_state(defn, paths) if s.state in _NOTABLE]
+    _report(changes, args.json, notes)
+    return 1 if any(c.failed for c in changes) or skipped_explicit else 0
+
+
+def cmd_uninstall(args: argparse.Namespace) -> int:
+    paths = paths_from(args)
+    agents = _definitions(paths)
+    recorded = {r.agent for r in RecordStore(paths).all()}
+    unknown = _unknown(args.agent or [], set(agents) | recorded)
+    if unknown:
+        sys.stderr.write(f"agent-collector: error: unknown agent(s): {', '.join(unknown)}\n")
+        return 2
+    targets = args.agent or sorted(set(agents) | recorded)
+    changes: list[Change] = []
+    for agent in targets:
+        changes += uninstall_agent(agents.get(agent, agent), paths, dry_run=args.dry_run)
+    _report(changes, args.json, [])
+    return 1 if any(c.failed for c in changes) else 0
+
+
+def cmd_disable(args: argparse.Namespace) -> int:
+    paths = paths_from(args)
+    agents = _definitions(paths)
+    recorded = {r.agent for r in RecordStore(paths).all()}
+    if args.agent not in agents and args.agent not in recorded:
+        sys.stderr.write(f"agent-collector: error: unknown agent: {args.agent}\n")
+        return 2
+    changed = set_disabled(paths, args.agent, True)
+    already = "" if changed else " (already)"
+    print(f"{args.agent}: disabled{already}; install and the watchdog will leave it alone")
+    changes = uninstall_agent(agents.get(args.agent, args.agent), paths)
+    _report(changes, False, [])
+    return 1 if any(c.failed for c in changes) else 0
+
+
+def cmd_enable(args: argparse.Namespace) -> int:
+    paths = paths_from(args)
+    agents = _definitions(paths)
+    if args.agent not in agents:
+        sys.stderr.write(f"agent-collector: error: unknown agent: {args.agent}\n")
+        return 2
+    changed = set_disabled(paths, args.agent, False)
+    print(f"{args.agent}: enabled{'' if changed else ' (it was not disabled)'}")
+    defn = agents[args.agent]
+    changes = install_agent(defn, paths)
+    _report(changes, False, [s for s in integration_state(defn, paths) if s.state in _NOTABLE])
+    return 1 if any(c.failed for c in changes) else 0
+
+
+def _report(changes: list[Change], as_json: bool, notes: list[IntegrationStatus]) -> None:
+    if as_json:
+        print_json({
+            "changes": [{"agent": c.agent, "file": c.file, "action": c.action.value, "summary": c.summary,
+                         "dry_run": c.dry_run} for c in changes],
+            "notes": [n.as_dict() for n in notes],
+        })
+        return
+    for change in changes:
+        stream = sys.stderr if change.failed else sys.stdout
+        stream.write(("error: " if change.failed else "") + str(change) + "\n")
+    for note in notes:
+        print(f"note: {note.agent} {note.kind}: {note.state.value.replace('_', ' ')}: {note.hint}")
+
+
+def hook_script_path() -> Path:
+    """The hook script commands point at (for diagnostics)."""
+    from collector.deploy.hookcmd import default_hook_script
+
+    return default_hook_script()

@@ -1,0 +1,92 @@
+"""`agent-collector install | uninstall | agents disable | agents enable`, through the real entry point."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+from deploy_support import agent_snapshot, clear_env, make_home, paths_for, snapshot
+
+from collector.cli import deploy_cmd
+from collector.cli.main import main
+from collector.deploy.choices import is_disabled
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    clear_env(monkeypatch)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no real agent commands: detection by files only
+    return make_home(tmp_path)
+
+
+def test_register_on_a_fresh_parser() -> None:
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="command", required=True)
+    deploy_cmd.register(sub)
+    args = parser.parse_args(["install", "--agent", "codex", "--agent", "qwen-code", "--dry-run"])
+    assert args.agent == ["codex", "qwen-code"] and args.dry_run and args.func is deploy_cmd.cmd_install
+    agents = argparse.ArgumentParser().add_subparsers()
+    deploy_cmd.register_agent_subcommands(agents)
+    assert set(agents.choices) == {"disable", "enable"}
+
+
+def test_install_all_detected_then_uninstall(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    paths = paths_for(home)
+    original = agent_snapshot(home, paths)
+    assert main(["install", "--home", str(home)]) == 0
+    out = capsys.readouterr().out
+    for agent in ("claude-code", "codex", "gemini-cli", "qwen-code", "opencode"):
+        assert f"{agent}: " in out
+    assert "note: codex settings_hooks: untrusted" in out and "/hooks" in out
+    assert "codex: conflict" in out and "notify is already set" in out
+    assert main(["uninstall", "--home", str(home)]) == 0
+    assert agent_snapshot(home, paths) == original
+
+
+def test_dry_run_changes_nothing_and_says_would(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    before = snapshot(home)
+    assert main(["install", "--home", str(home), "--dry-run"]) == 0
+    assert snapshot(home) == before
+    assert "would update" in capsys.readouterr().out
+
+
+def test_one_broken_agent_fails_the_exit_code_but_the_others_install(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (home / ".gemini" / "settings.json").write_text("{ nope")
+    assert main(["install", "--home", str(home)]) == 1
+    captured = capsys.readouterr()
+    assert "error: gemini-cli: error" in captured.err and "settings.json" in captured.err
+    assert "agent-collector-hook.sh" in (home / ".qwen" / "settings.json").read_text()
+    assert "agent-collector-hook.sh" in (home / ".claude" / "settings.json").read_text()
+
+
+def test_unknown_agent_is_a_usage_error(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["install", "--home", str(home), "--agent", "nope"]) == 2
+    assert "unknown agent(s): nope" in capsys.readouterr().err
+
+
+def test_json_output(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["install", "--home", str(home), "--agent", "qwen-code", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["changes"][0]["agent"] == "qwen-code" and data["changes"][0]["action"] == "update"
+
+
+def test_disable_uninstalls_and_install_then_skips_until_enable(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    paths = paths_for(home)
+    settings = home / ".qwen" / "settings.json"
+    original = settings.read_bytes()
+    assert main(["install", "--home", str(home)]) == 0
+    assert main(["agents", "disable", "qwen-code", "--home", str(home)]) == 0
+    assert is_disabled(paths, "qwen-code") and settings.read_bytes() == original
+    capsys.readouterr()
+    assert main(["install", "--home", str(home)]) == 0
+    assert settings.read_bytes() == original  # default install leaves a disabled agent alone
+    assert main(["install", "--home", str(home), "--agent", "qwen-code"]) == 1
+    assert "disabled by you" in capsys.readouterr().err
+    assert main(["agents", "enable", "qwen-code", "--home", str(home)]) == 0
+    assert not is_disabled(paths, "qwen-code") and b"agent-collector-hook.sh" in settings.read_bytes()
