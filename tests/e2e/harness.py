@@ -1,0 +1,607 @@
+"""Drive the real agent CLIs offline against the fake model server (see ``fake_llm.py``).
+
+Per agent: ``write_agent_config`` writes the base configuration into a throwaway HOME (merging into files
+that exist, so hooks added by ``agent-collector install`` survive), ``make_env`` builds an isolated
+environment (HOME and XDG dirs under the throwaway home, no inherited API keys or proxies, every endpoint
+on 127.0.0.1) and ``run_agent`` runs one non-interactive turn, optionally resuming the previous session.
+``SCENARIOS`` holds the scripted scenarios; ``run_scenario`` runs all turns of one.
+
+Agent ids: ``claude-code``, ``codex``, ``gemini-cli``, ``qwen-code``, ``opencode``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+try:
+    from .npm_agents import agent_bin
+except ImportError:  # imported as a top-level module (tests/e2e on sys.path)
+    from npm_agents import agent_bin
+
+AGENTS = ("claude-code", "codex", "gemini-cli", "qwen-code", "opencode")
+FAKE_KEY = "sk-fake-key-for-e2e"
+CLAUDE_MODEL = "claude-sonnet-4-5"
+CODEX_MODEL = "gpt-5.5"  # a slug from codex's bundled model list: no "unknown model" warnings
+GEMINI_MODEL = "gemini-2.5-pro"
+QWEN_MODEL = "qwen3-coder-plus"
+OPENCODE_MODEL = "fake/fake-model"
+DEAD_REGISTRY = "http://127.0.0.1:9/"  # OpenCode's background `npm install` of plugin deps fails fast here
+REAP_GRACE_S = 10.0  # how long children left in an agent's process group may run on after it exits
+CODEX_MARK_BEGIN = "# >>> agent-collector e2e harness (managed block) >>>"
+CODEX_MARK_END = "# <<< agent-collector e2e harness (managed block) <<<"
+
+
+@dataclass(frozen=True)
+class AgentHome:
+    """A throwaway HOME and a project workdir next to it (``<root>/home``, ``<root>/work``)."""
+
+    root: Path
+    home: Path
+    workdir: Path
+
+
+class ServerLike(Protocol):
+    @property
+    def url(self) -> str: ...
+
+
+def check_agent(agent: str) -> None:
+    if agent not in AGENTS:
+        raise ValueError(f"unknown agent {agent!r}; expected one of {AGENTS}")
+
+
+# --------------------------------------------------------------------------------------------------
+# Environment
+
+
+def _base_env(home: Path) -> dict[str, str]:
+    path_dirs = [str(agent_bin("codex").parent), str(Path(sys.executable).parent)]
+    path_dirs += [p for p in os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin").split(os.pathsep) if p]
+    return {
+        "HOME": str(home),
+        "USER": os.environ.get("USER", "root"),
+        "LOGNAME": os.environ.get("LOGNAME", os.environ.get("USER", "root")),
+        "SHELL": "/bin/bash",
+        "PATH": os.pathsep.join(dict.fromkeys(path_dirs)),
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "TERM": "dumb",
+        "NO_COLOR": "1",
+        "TZ": "UTC",
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_DATA_HOME": str(home / ".local" / "share"),
+        "XDG_STATE_HOME": str(home / ".local" / "state"),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "NO_PROXY": "127.0.0.1,localhost",
+        "no_proxy": "127.0.0.1,localhost",
+    }
+
+
+def _claude_env(home: Path, server: ServerLike) -> dict[str, str]:
+    return {
+        "ANTHROPIC_BASE_URL": server.url,
+        "ANTHROPIC_API_KEY": "sk-ant-fake-key-for-e2e",
+        "ANTHROPIC_MODEL": CLAUDE_MODEL,
+        "ANTHROPIC_SMALL_FAST_MODEL": "claude-haiku-4-5",
+        "CLAUDE_CODE_ENABLE_TELEMETRY": "0",
+        "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "IS_SANDBOX": "1",  # we run as root; --dangerously-skip-permissions refuses root otherwise
+    }
+
+
+def _codex_env(home: Path, server: ServerLike) -> dict[str, str]:
+    return {"CODEX_HOME": str(home / ".codex"), "FAKE_OPENAI_API_KEY": FAKE_KEY, "RUST_LOG": "warn"}
+
+
+def _gemini_env(home: Path, server: ServerLike) -> dict[str, str]:
+    return {
+        "GEMINI_API_KEY": "fake-gemini-key",
+        "GOOGLE_GEMINI_BASE_URL": server.url,
+        "GEMINI_CLI_TRUST_WORKSPACE": "true",
+        "GEMINI_CLI_NO_RELAUNCH": "true",
+    }
+
+
+def _qwen_env(home: Path, server: ServerLike) -> dict[str, str]:
+    return {
+        "OPENAI_API_KEY": FAKE_KEY,
+        "OPENAI_BASE_URL": f"{server.url}/v1",
+        "OPENAI_MODEL": QWEN_MODEL,
+        "QWEN_CODE_DISABLE_PRECONNECT": "1",
+    }
+
+
+def _opencode_env(home: Path, server: ServerLike) -> dict[str, str]:
+    env = {
+        name: "1"
+        for name in (
+            "OPENCODE_DISABLE_AUTOUPDATE",
+            "OPENCODE_DISABLE_MODELS_FETCH",
+            "OPENCODE_DISABLE_DEFAULT_PLUGINS",
+            "OPENCODE_DISABLE_LSP_DOWNLOAD",
+            "OPENCODE_DISABLE_SHARE",
+            "OPENCODE_DISABLE_CLAUDE_CODE",
+            "OPENCODE_DISABLE_EXTERNAL_SKILLS",
+        )
+    }
+    # With a plugin in a config dir OpenCode runs `npm install @opencode-ai/plugin` in the background;
+    # point every registry setting at a dead local port so that never leaves the machine.
+    for name in ("npm_config_registry", "NPM_CONFIG_REGISTRY", "BUN_CONFIG_REGISTRY"):
+        env[name] = DEAD_REGISTRY
+    return env
+
+
+_AGENT_ENV: dict[str, Callable[[Path, ServerLike], dict[str, str]]] = {
+    "claude-code": _claude_env,
+    "codex": _codex_env,
+    "gemini-cli": _gemini_env,
+    "qwen-code": _qwen_env,
+    "opencode": _opencode_env,
+}
+
+
+def make_env(
+    agent: str, home: Path, workdir: Path, server: ServerLike, extra: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """A from-scratch environment for one agent run: nothing inherited except PATH/USER basics."""
+    check_agent(agent)
+    env = _base_env(Path(home))
+    env.update(_AGENT_ENV[agent](Path(home), server))
+    env["PWD"] = str(workdir)
+    if extra:
+        env.update(extra)
+    return env
+
+
+# --------------------------------------------------------------------------------------------------
+# Config files (merged into what is there, so installer-added hooks survive)
+
+
+def _deep_merge(dst: dict[str, Any], src: Mapping[str, Any]) -> dict[str, Any]:
+    for key, value in src.items():
+        if isinstance(value, Mapping) and isinstance(dst.get(key), dict):
+            _deep_merge(dst[key], value)
+        else:
+            dst[key] = value
+    return dst
+
+
+def merge_json(path: Path, values: Mapping[str, Any]) -> None:
+    """Deep-merge ``values`` into the JSON object at ``path``; keys we do not set (hooks) are kept."""
+    current: dict[str, Any] = {}
+    if path.is_file() and path.read_text().strip():
+        current = json.loads(path.read_text())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(_deep_merge(current, values), indent=2) + "\n")
+    tmp.replace(path)
+
+
+def _write_claude(home: Path, workdir: Path, server: ServerLike) -> None:
+    merge_json(home / ".claude" / "settings.json", {"cleanupPeriodDays": 365})
+
+
+def _toml_str(value: str) -> str:
+    return json.dumps(value)  # a JSON string is a valid TOML basic string
+
+
+def codex_config_block(workdir: Path, server: ServerLike) -> str:
+    return "\n".join(
+        [
+            CODEX_MARK_BEGIN,
+            f"model = {_toml_str(CODEX_MODEL)}",
+            'model_provider = "fake"',
+            'approval_policy = "never"',
+            'sandbox_mode = "danger-full-access"',
+            "check_for_update_on_startup = false",
+            "",
+            "[model_providers.fake]",
+            'name = "Fake local LLM"',
+            f"base_url = {_toml_str(server.url + '/v1')}",
+            'env_key = "FAKE_OPENAI_API_KEY"',
+            'wire_api = "responses"',
+            "request_max_retries = 1",
+            "stream_max_retries = 1",
+            "stream_idle_timeout_ms = 20000",
+            "",
+            "[features]",
+            "hooks = true",
+            "# plugins=true makes codex git-fetch https://github.com/openai/plugins.git (marketplace sync)",
+            "plugins = false",
+            "",
+            "[analytics]",
+            "enabled = false",
+            "",
+            "[feedback]",
+            "enabled = false",
+            "",
+            f"[projects.{_toml_str(str(workdir))}]",
+            'trust_level = "trusted"',
+            CODEX_MARK_END,
+            "",
+        ]
+    )
+
+
+def _write_codex(home: Path, workdir: Path, server: ServerLike) -> None:
+    """config.toml: our managed block; anything outside it (e.g. an installer's ``notify``) is kept.
+
+    Top-level keys written by others must precede our block (TOML puts keys after a table header into
+    that table), so text found before the block stays before it and text after it stays after it.
+    """
+    path = home / ".codex" / "config.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    block = codex_config_block(workdir, server)
+    text = path.read_text() if path.is_file() else ""
+    if CODEX_MARK_BEGIN in text and CODEX_MARK_END in text:
+        before, rest = text.split(CODEX_MARK_BEGIN, 1)
+        after = rest.split(CODEX_MARK_END, 1)[1].lstrip("\n")
+        text = before + block + after
+    else:
+        text = text + ("\n" if text and not text.endswith("\n") else "") + block
+    path.write_text(text)
+
+
+def _write_gemini(home: Path, workdir: Path, server: ServerLike) -> None:
+    merge_json(
+        home / ".gemini" / "settings.json",
+        {
+            "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+            "privacy": {"usageStatisticsEnabled": False},
+            "telemetry": {"enabled": False},
+            "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": False}},
+        },
+    )
+
+
+def _write_qwen(home: Path, workdir: Path, server: ServerLike) -> None:
+    merge_json(
+        home / ".qwen" / "settings.json",
+        {
+            "security": {"auth": {"selectedType": "openai"}, "folderTrust": {"enabled": False}},
+            "general": {"disableAutoUpdate": True, "disableUpdateNag": True, "enableAutoUpdate": False},
+            "privacy": {"usageStatisticsEnabled": False},
+            "telemetry": {"enabled": False},
+            "model": {"name": QWEN_MODEL},
+        },
+    )
+
+
+def _write_opencode(home: Path, workdir: Path, server: ServerLike) -> None:
+    merge_json(
+        home / ".config" / "opencode" / "opencode.json",
+        {
+            "$schema": "https://opencode.ai/config.json",
+            "autoupdate": False,
+            "share": "disabled",
+            "model": OPENCODE_MODEL,
+            "small_model": OPENCODE_MODEL,
+            "permission": {
+                "edit": "allow",
+                "bash": "allow",
+                "webfetch": "allow",
+                "external_directory": "allow",
+            },
+            "provider": {
+                "fake": {
+                    # bundled in the opencode binary: nothing is downloaded
+                    "npm": "@ai-sdk/openai-compatible",
+                    "name": "Fake local LLM",
+                    "options": {"baseURL": f"{server.url}/v1", "apiKey": FAKE_KEY},
+                    "models": {
+                        "fake-model": {
+                            "name": "Fake Model",
+                            "tool_call": True,
+                            "limit": {"context": 200000, "output": 8192},
+                        }
+                    },
+                }
+            },
+        },
+    )
+
+
+_AGENT_CONFIG: dict[str, Callable[[Path, Path, ServerLike], None]] = {
+    "claude-code": _write_claude,
+    "codex": _write_codex,
+    "gemini-cli": _write_gemini,
+    "qwen-code": _write_qwen,
+    "opencode": _write_opencode,
+}
+
+
+def write_agent_config(agent: str, home: Path, workdir: Path, server: ServerLike) -> None:
+    """Write (or refresh) the agent's base config under ``home``. Call before the collector installer."""
+    check_agent(agent)
+    _AGENT_CONFIG[agent](Path(home), Path(workdir), server)
+
+
+# --------------------------------------------------------------------------------------------------
+# Commands
+
+
+def agent_command(agent: str, prompt: str, resume: bool) -> list[str]:
+    check_agent(agent)
+    exe = str(agent_bin(agent))
+    if agent == "claude-code":
+        cmd = [
+            exe,
+            "-p",
+            prompt,
+            "--dangerously-skip-permissions",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+        ]
+        return cmd + (["--continue"] if resume else [])
+    if agent == "codex":
+        flags = [
+            "--json",
+            "--dangerously-bypass-approvals-and-sandbox",
+            "--dangerously-bypass-hook-trust",
+            "--skip-git-repo-check",
+        ]
+        return [exe, "exec", *(["resume", "--last"] if resume else []), *flags, prompt]
+    if agent == "gemini-cli":
+        cmd = [exe, "-p", prompt, "--yolo", "-m", GEMINI_MODEL, "--output-format", "stream-json"]
+        return cmd + (["--resume", "latest"] if resume else [])
+    if agent == "qwen-code":
+        cmd = [
+            exe,
+            "-p",
+            prompt,
+            "--yolo",
+            "--auth-type",
+            "openai",
+            "-m",
+            QWEN_MODEL,
+            "--output-format",
+            "stream-json",
+        ]
+        return cmd + (["--continue"] if resume else [])
+    cmd = [
+        exe,
+        "run",
+        "--format",
+        "json",
+        "--auto",
+        "-m",
+        OPENCODE_MODEL,
+        "--print-logs",
+        "--log-level",
+        "INFO",
+    ]
+    return cmd + (["--continue"] if resume else []) + [prompt]
+
+
+class AgentTimeout(RuntimeError):
+    """The agent did not finish in time; carries whatever it printed."""
+
+
+def run_agent(
+    agent: str,
+    home: Path,
+    workdir: Path,
+    server: ServerLike,
+    prompt: str,
+    resume: bool = False,
+    timeout: float = 120,
+    extra_env: Mapping[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run one non-interactive turn of ``agent`` in ``workdir``; never raises on a non-zero exit."""
+    cmd = agent_command(agent, prompt, resume)
+    env = make_env(agent, home, workdir, server, extra_env)
+    proc = subprocess.Popen(
+        cmd,
+        cwd=workdir,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc.pid)
+        out, err = proc.communicate()
+        raise AgentTimeout(
+            f"{agent} did not finish within {timeout}s: {cmd}\n--- stdout ---\n{out[-4000:]}"
+            f"\n--- stderr ---\n{err[-4000:]}"
+        ) from None
+    # Children still in the agent's process group (e.g. a hook relay finishing its delivery) get a grace
+    # period; whatever is left after it is killed so nothing outlives the test.
+    _reap_group(proc.pid, REAP_GRACE_S)
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def _reap_group(pgid: int, grace: float) -> None:
+    deadline = time.monotonic() + grace
+    while _group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    _kill_group(pgid)
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+# --------------------------------------------------------------------------------------------------
+# Scenarios
+
+
+@dataclass(frozen=True)
+class Turn:
+    prompt: str  # may contain {workdir}
+    resume: bool = False
+
+    def render(self, workdir: Path) -> str:
+        return self.prompt.format(workdir=workdir)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    turns: tuple[Turn, ...]
+    description: str = ""
+
+
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s
+    for s in (
+        Scenario(
+            "tool_then_answer",
+            (Turn("Please run `echo hi` in the shell and tell me what it printed."),),
+            "shell tool call, then a text answer quoting its output",
+        ),
+        Scenario(
+            "two_turns_resume",
+            (
+                Turn("Please write {workdir}/notes.md with a short note."),
+                Turn("Now run `ls -la` and summarise.", resume=True),
+            ),
+            "write-file tool; then a second process resumes the session and runs a shell command",
+        ),
+        Scenario(
+            "failing_command",
+            (Turn("Please run `cat /nonexistent/file-xyz` in the shell and tell me what happened."),),
+            "a shell command that exits non-zero",
+        ),
+    )
+}
+
+
+def run_scenario(
+    agent: str,
+    scenario: str | Scenario,
+    home: Path,
+    workdir: Path,
+    server: ServerLike,
+    timeout: float = 120,
+    extra_env: Mapping[str, str] | None = None,
+    log_dir: Path | None = None,
+) -> list[subprocess.CompletedProcess[str]]:
+    """Run every turn of a scenario, each in a new process; stops after a failing turn.
+
+    With ``log_dir``, each turn's output is also saved as ``agent_turn<N>.out`` / ``.err`` (as in the
+    samples).
+    """
+    spec = SCENARIOS[scenario] if isinstance(scenario, str) else scenario
+    results = []
+    for number, turn in enumerate(spec.turns, start=1):
+        result = run_agent(
+            agent,
+            home,
+            workdir,
+            server,
+            turn.render(Path(workdir)),
+            resume=turn.resume,
+            timeout=timeout,
+            extra_env=extra_env,
+        )
+        results.append(result)
+        if log_dir is not None:
+            save_output(result, Path(log_dir), f"agent_turn{number}")
+        if result.returncode != 0:
+            break
+    return results
+
+
+def save_output(result: subprocess.CompletedProcess[str], log_dir: Path, stem: str) -> None:
+    log_dir.mkdir(parents=True, exist_ok=True)
+    (log_dir / f"{stem}.out").write_text(result.stdout or "")
+    (log_dir / f"{stem}.err").write_text(result.stderr or "")
+
+
+def describe(results: list[subprocess.CompletedProcess[str]], tail: int = 3000) -> str:
+    """Human-readable summary of agent runs for assertion messages."""
+    parts = []
+    for number, res in enumerate(results, start=1):
+        parts.append(
+            f"--- turn {number}: rc={res.returncode} cmd={res.args!r}\n"
+            f"stdout (tail):\n{(res.stdout or '')[-tail:]}\nstderr (tail):\n{(res.stderr or '')[-tail:]}"
+        )
+    return "\n".join(parts)
+
+
+# --------------------------------------------------------------------------------------------------
+# Workspace and where each agent writes
+
+
+def init_workdir(workdir: Path, git: bool = True) -> Path:
+    """A small project dir like the samples': README.md, optionally a git repo with one commit."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "README.md").write_text("# e2e test repo\n")
+    if git and shutil.which("git"):
+        ident = ["-c", "user.name=e2e", "-c", "user.email=e2e@example.invalid", "-c", "commit.gpgsign=false"]
+        for args in (["init", "-q", "-b", "main"], ["add", "README.md"], ["commit", "-q", "-m", "init"]):
+            subprocess.run(
+                ["git", *ident, *args],
+                cwd=workdir,
+                check=True,
+                capture_output=True,
+                env={
+                    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                    "HOME": str(workdir.parent),
+                    "GIT_CONFIG_NOSYSTEM": "1",
+                },
+            )
+    return workdir
+
+
+def path_slug(path: Path) -> str:
+    """Claude Code / Qwen Code project folder name: every non-alphanumeric character becomes '-'."""
+    return re.sub(r"[^A-Za-z0-9]", "-", str(path))
+
+
+def session_files(agent: str, home: Path, workdir: Path) -> list[Path]:
+    """The session transcripts/databases the agent wrote for ``workdir`` (see real-agents.md)."""
+    check_agent(agent)
+    home = Path(home)
+    if agent == "claude-code":
+        return sorted((home / ".claude" / "projects" / path_slug(workdir)).glob("*.jsonl"))
+    if agent == "codex":
+        return sorted((home / ".codex" / "sessions").glob("*/*/*/rollout-*.jsonl"))
+    if agent == "gemini-cli":
+        return sorted(
+            (home / ".gemini" / "tmp" / gemini_project_name(home, workdir)).glob("chats/session-*.jsonl")
+        )
+    if agent == "qwen-code":
+        return sorted((home / ".qwen" / "projects" / path_slug(workdir) / "chats").glob("*.jsonl"))
+    db = home / ".local" / "share" / "opencode" / "opencode.db"
+    return [db] if db.is_file() else []
+
+
+def gemini_project_name(home: Path, workdir: Path) -> str:
+    """Gemini's short project name from ~/.gemini/projects.json (not a hash); falls back to the dir name."""
+    registry = Path(home) / ".gemini" / "projects.json"
+    if registry.is_file():
+        name = json.loads(registry.read_text()).get("projects", {}).get(str(workdir))
+        if name:
+            return str(name)
+    return Path(workdir).name
