@@ -1,0 +1,218 @@
+"""The watchdog against real files and real processes: another program rewrites ~/.claude/settings.json
+without our hooks; the watchdog puts them back, counts it, respects the user's choice, and stops at the
+daily cap when two programs fight over the file."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from deploy_support import clear_env, definitions, make_home, paths_for
+
+from collector.cli.main import main
+from collector.deploy import install_agent
+from collector.deploy.choices import set_disabled
+from collector.deploy.watchdog import Watchdog, status_file
+from collector.paths import Paths
+
+OURS = b"agent-collector-hook.sh"
+
+REWRITER = r"""
+import json, sys, time
+path, every, duration = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+end = time.monotonic() + duration
+n = 0
+while True:
+    data = json.loads(open(path).read() or "{}")
+    for groups in data.get("hooks", {}).values():
+        groups[:] = [g for g in groups if not any("agent-collector" in h["command"] for h in g["hooks"])]
+    n += 1
+    data["otherTool"] = {"writes": n}
+    with open(path, "w") as f:  # like most tools: truncate and write in place
+        json.dump(data, f, indent=4)
+    if time.monotonic() >= end:
+        break
+    time.sleep(every)
+"""
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Paths]:
+    clear_env(monkeypatch)
+    home = make_home(tmp_path, ["claude-code", "qwen-code"])
+    paths = paths_for(home)
+    for agent in ("claude-code", "qwen-code"):
+        install_agent(definitions()[agent], paths)
+    return home, paths
+
+
+def rewrite_once(file: Path) -> None:
+    subprocess.run([sys.executable, "-c", REWRITER, str(file), "0", "0"], check=True)
+
+
+def wait_for(predicate, timeout: float) -> float:  # type: ignore[no-untyped-def]
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        if predicate():
+            return time.monotonic() - start
+        time.sleep(0.05)
+    raise AssertionError(f"not within {timeout}s")
+
+
+def test_policy_cooldown_conflict_cap_and_next_day(env: tuple[Path, Paths]) -> None:
+    home, paths = env
+    clock = FakeClock()
+    dog = Watchdog(definitions(), paths, clock=clock, cooldown_s=5, daily_cap=3)
+    settings = home / ".claude" / "settings.json"
+    assert dog.check(settings) == []  # in place: nothing to do
+    rewrite_once(settings)
+    assert dog.check(settings) and OURS in settings.read_bytes()
+    assert json.loads(settings.read_text())["otherTool"] == {"writes": 1}  # their change is kept
+    rewrite_once(settings)
+    clock.now += 1
+    assert dog.check(settings) == [] and OURS not in settings.read_bytes()  # cooling down
+    clock.now += 5
+    assert dog.check(settings)
+    stats = dog.stats()
+    assert stats["repairs_total"] == 2 and stats["conflicts"] == [str(settings)]
+    for _ in range(2):
+        clock.now += 6
+        rewrite_once(settings)
+        dog.check(settings)
+    assert dog.stats()["repairs_today"] == 3 and OURS not in settings.read_bytes()  # the cap held
+    file_stats = dog.stats()["files"][str(settings)]
+    assert file_stats["capped"] and "daily cap" in file_stats["note"]
+    clock.now += 86_400
+    assert dog.check(settings) and OURS in settings.read_bytes()  # a new day, a new budget
+    assert json.loads(status_file(paths).read_text())["repairs_total"] == 4
+
+
+def test_unparseable_rewrite_is_left_alone(env: tuple[Path, Paths]) -> None:
+    home, paths = env
+    dog = Watchdog(definitions(), paths, clock=FakeClock())
+    settings = home / ".claude" / "settings.json"
+    settings.write_text("{ half written")
+    assert dog.check(settings) == []
+    assert settings.read_text() == "{ half written" and dog.stats()["repairs_total"] == 0
+
+
+def test_counts_survive_a_restart(env: tuple[Path, Paths]) -> None:
+    home, paths = env
+    clock = FakeClock()
+    settings = home / ".claude" / "settings.json"
+    dog = Watchdog(definitions(), paths, clock=clock, daily_cap=2)
+    for _ in range(2):
+        rewrite_once(settings)
+        clock.now += 10
+        dog.check(settings)
+    again = Watchdog(definitions(), paths, clock=clock, daily_cap=2)
+    rewrite_once(settings)
+    clock.now += 10
+    assert again.check(settings) == [] and again.stats()["repairs_today"] == 2
+
+
+@pytest.fixture
+def running(env: tuple[Path, Paths]) -> Iterator[tuple[Path, Paths, Watchdog]]:
+    """The watchdog's run() on an event loop in a thread, as the daemon runs it."""
+    import threading
+
+    home, paths = env
+    dog = Watchdog(definitions(), paths)
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_until_complete, args=(dog.run(),), daemon=True)
+    thread.start()
+    time.sleep(0.5)  # let it start watching
+    yield home, paths, dog
+    loop.call_soon_threadsafe(dog.stop)
+    thread.join(timeout=10)
+    assert not thread.is_alive()
+    loop.close()
+
+
+def test_rewrite_by_another_process_is_restored_within_5s_and_counted(
+    running: tuple[Path, Paths, Watchdog], capsys: pytest.CaptureFixture[str]
+) -> None:
+    home, paths, dog = running
+    settings = home / ".claude" / "settings.json"
+    rewrite_once(settings)
+    took = wait_for(lambda: OURS in settings.read_bytes(), timeout=5)
+    assert took < 5
+    assert json.loads(settings.read_text())["otherTool"] == {"writes": 1}
+    wait_for(lambda: dog.stats()["repairs_total"] == 1, timeout=2)
+    assert main(["status", "--home", str(home), "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["watchdog"]["repairs_total"] == 1
+    assert status["watchdog"]["last_repair"]["agent"] == "claude-code"
+    qwen = home / ".qwen" / "settings.json"
+    assert OURS in qwen.read_bytes() and dog.stats()["files"].get(str(qwen), {}).get("repairs_total", 0) == 0
+
+
+def test_disabled_agent_is_left_alone(running: tuple[Path, Paths, Watchdog]) -> None:
+    home, paths, dog = running
+    set_disabled(paths, "claude-code", True)
+    settings = home / ".claude" / "settings.json"
+    rewrite_once(settings)
+    qwen = home / ".qwen" / "settings.json"
+    rewrite_once(qwen)  # the other agent is still looked after
+    wait_for(lambda: OURS in qwen.read_bytes(), timeout=5)
+    time.sleep(1.0)
+    assert OURS not in settings.read_bytes() and dog.stats()["repairs_total"] == 1
+
+
+@pytest.mark.slow
+def test_two_programs_fighting_for_a_minute_stop_at_the_cap(
+    running: tuple[Path, Paths, Watchdog], capsys: pytest.CaptureFixture[str]
+) -> None:
+    home, paths, dog = running
+    settings = home / ".claude" / "settings.json"
+    fighter = subprocess.Popen([sys.executable, "-c", REWRITER, str(settings), "0.1", "60"])
+    try:
+        assert fighter.wait(timeout=90) == 0
+    finally:
+        if fighter.poll() is None:
+            fighter.kill()
+    time.sleep(1)
+    stats = dog.stats()
+    assert stats["repairs_today"] == dog.daily_cap == 10
+    assert stats["conflicts"] == [str(settings)] and stats["files"][str(settings)]["capped"]
+    assert stats["errors"] == 0
+    assert OURS not in settings.read_bytes()  # the last word was theirs: we stopped
+    assert main(["status", "--home", str(home)]) == 0
+    out = capsys.readouterr().out
+    assert "watchdog:" in out and '"capped":true' in out.replace(" ", "")
+
+
+def test_the_daemon_runs_the_watchdog(env: tuple[Path, Paths]) -> None:
+    """`agent-collector run` starts the watchdog (collector.components attach) and stops on SIGTERM."""
+    home, paths = env
+    environ = {**os.environ, "AGENT_COLLECTOR_INGEST__ENABLED": "false", "PYTHONUNBUFFERED": "1"}
+    command = [sys.executable, "-m", "collector", "run", "--home", str(home)]
+    daemon = subprocess.Popen(command, env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              cwd=Path(__file__).parents[1])
+    try:
+        settings = home / ".claude" / "settings.json"
+        wait_for(lambda: status_file(paths).exists(), timeout=20)  # the first check ran
+        rewrite_once(settings)
+        wait_for(lambda: OURS in settings.read_bytes(), timeout=5)
+        wait_for(lambda: json.loads(status_file(paths).read_text())["repairs_total"] == 1, timeout=5)
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        _, err = daemon.communicate(timeout=20)
+    assert daemon.returncode == 0, err.decode()[-2000:]
+    assert b"put back" in err
