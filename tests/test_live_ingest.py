@@ -99,6 +99,7 @@ async def through_http(tmp: Path, case: str) -> tuple[list[dict[str, Any]], dict
     try:
         bodies = [orjson.dumps(line["payload"]) for line in spool_lines(case)]
         assert set(await post_all(server.port, "claude-code", bodies)) == {200}
+        service.components["spool_relay"].flush()
         await service.collect_once()
         sessions = await get_json(server.port, "/v1/sessions")
     finally:

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import queue
+import threading
 from typing import Any
 
 from collector.ingest.envelope import to_envelope
 from collector.ingest.server import DEFAULT_PORT, IngestConfig, IngestServer
 from collector.pipeline.status import SessionStatusTracker
 from collector.service import Service
+from collector.sources.spool_writer import SpoolWriter
 
 log = logging.getLogger(__name__)
 
@@ -41,23 +44,70 @@ def live_snapshot(service: Service) -> dict[str, Any]:
     return snapshot
 
 
+class SpoolRelay:
+    """Appends posted hooks to the spool from one writer thread, in arrival order, so the fdatasync of
+    each line is off the event loop and out of the hook's answer time. Bounded: when the writer falls
+    ``capacity`` lines behind, ``put`` raises and the server answers 503."""
+
+    def __init__(self, writer: SpoolWriter, capacity: int = 10_000) -> None:
+        self._writer = writer
+        self._queue: queue.Queue[tuple[str, str, Any, float] | None] = queue.Queue(capacity)
+        self._thread = threading.Thread(target=self._run, name="spool-relay", daemon=True)
+        self._thread.start()
+        self.written = 0
+        self.failed = 0
+
+    def put(self, agent: str, event: str, payload: Any, received: float) -> None:
+        try:
+            self._queue.put_nowait((agent, event, payload, received))
+        except queue.Full:
+            raise RuntimeError("the spool writer is behind") from None
+
+    def _run(self) -> None:
+        while (item := self._queue.get()) is not None:
+            try:
+                self._writer.append(*item)
+                self.written += 1
+            except OSError as exc:
+                self.failed += 1
+                log.error("cannot append a %s hook to the spool: %s", item[0], exc.strerror or exc)
+            finally:
+                self._queue.task_done()
+
+    def flush(self) -> None:
+        """Block until every line put so far is written."""
+        self._queue.join()
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Write what is queued, then stop."""
+        self._queue.put(None)
+        self._thread.join(timeout)
+
+
 async def run_ingest(service: Service) -> None:
-    """Serve until cancelled. A port already taken is logged, not fatal: command hooks still spool."""
+    """Serve until cancelled. A port already taken is logged, not fatal: command hooks still spool.
+
+    Posted hooks go to the spool (durable, read by the same spool source as the hook script's lines);
+    the spool directory's file events wake the collection loop."""
+    relay = SpoolRelay(service.spool_writer)
 
     def submit(agent: str, body: bytes, received: float) -> None:
         envelope = to_envelope(agent, body, received)
-        service.submit_hook(agent, envelope["event"] or "", envelope["payload"], received)
+        relay.put(agent, envelope["event"] or "", envelope["payload"], received)
 
     config = ingest_config(service.config)
     server = IngestServer(submit, lambda: set(service.definitions), lambda: live_snapshot(service), config)
     try:
         await server.start()
     except OSError as exc:
-        log.error("ingest server cannot listen on %s:%d (%s); http hooks will fail over to nothing, "
+        relay.close()
+        log.error("ingest server cannot listen on %s:%d (%s); http hooks are lost until it can, "
                   "command hooks keep spooling", config.host, config.port, exc.strerror or exc)
         return
     service.components["ingest"] = server
+    service.components["spool_relay"] = relay
     try:
         await asyncio.Event().wait()
     finally:
         await server.stop()
+        relay.close()

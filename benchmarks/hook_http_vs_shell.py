@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""Wall time one hook event costs the agent: an http hook posting to the running daemon, against the
+spool shell hook, the SessionStart relay (curl, spool fallback) and a `python3 -c pass` baseline.
+
+The daemon is the real one (`agent-collector run` in a throwaway home, so each post goes all the way
+into the spool with its fsync). An http hook is timed the way Claude Code makes it: a new TCP
+connection per event (and, for reference, on a kept-alive connection). The command hooks are started
+the way an agent starts them, `sh -c CMD`, with a real Claude Code PostToolUse payload on stdin.
+
+    .venv/bin/python benchmarks/hook_http_vs_shell.py [--n 500]
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import shlex
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+SAMPLE = ROOT / "tests" / "fixtures" / "claude-code" / "tool_then_answer" / "spool"
+
+
+def payload() -> bytes:
+    for path in SAMPLE.glob("*/*.jsonl"):
+        for line in path.read_text().splitlines():
+            envelope = json.loads(line)
+            if envelope["event"] == "PostToolUse":
+                return json.dumps(envelope["payload"]).encode()
+    raise SystemExit("no PostToolUse sample")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def timed(call: Callable[[], None], n: int, gap_s: float = 0.0) -> list[float]:
+    """``gap_s`` leaves the daemon idle between events, as hooks of one session mostly are."""
+    call()  # warm up
+    out = []
+    for _ in range(n):
+        if gap_s:
+            time.sleep(gap_s)
+        started = time.perf_counter()
+        call()
+        out.append((time.perf_counter() - started) * 1000)
+    return out
+
+
+def command(cmd: str, body: bytes) -> Callable[[], None]:
+    return lambda: None if subprocess.run(["sh", "-c", cmd], input=body, stdout=subprocess.DEVNULL,
+                                          check=False) else None
+
+
+def post_new_connection(port: int, body: bytes) -> Callable[[], None]:
+    def call() -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        conn.request("POST", "/v1/hooks/claude-code", body, {"Content-Type": "application/json"})
+        response = conn.getresponse()
+        assert response.status == 200, response.status
+        response.read()
+        conn.close()
+
+    return call
+
+
+def post_kept_alive(port: int, body: bytes) -> Callable[[], None]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+
+    def call() -> None:
+        conn.request("POST", "/v1/hooks/claude-code", body, {"Content-Type": "application/json"})
+        response = conn.getresponse()
+        assert response.status == 200, response.status
+        response.read()
+
+    return call
+
+
+def summary(name: str, ms: list[float], base: float) -> str:
+    ordered = sorted(ms)
+    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+    median = statistics.median(ordered)
+    return f"| {name} | {median:.2f} | {p99:.2f} | {median - base:+.2f} |"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=500)
+    args = ap.parse_args()
+    from collector.deploy.http_plugin import hooks_document
+    from collector.paths import resolve_paths
+
+    body = payload()
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp) / "home"
+        home.mkdir()
+        port = free_port()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_COLLECTOR_")}
+        env.update(AGENT_COLLECTOR_HOME=str(home), AGENT_COLLECTOR_INGEST__PORT=str(port))
+        daemon = subprocess.Popen([sys.executable, "-m", "collector", "run"], cwd=ROOT, env=env,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                    break
+                except OSError:
+                    time.sleep(0.05)
+            paths = resolve_paths(home, env={})
+            script = shlex.quote(str(ROOT / "hooks" / "agent-collector-hook.sh"))
+            shell_hook = f"sh {script} claude-code PostToolUse {shlex.quote(str(paths.spool_dir))}"
+            session_start = hooks_document("claude-code", {}, paths, port)["hooks"]["SessionStart"]
+            relay = session_start[0]["hooks"][0]["command"]
+            python = f"{shlex.quote(sys.executable)} -c pass"
+            n = args.n
+            rows = {
+                "`python3 -c pass` (baseline)": timed(command(python, body), n),
+                "`true` via `sh -c`": timed(command("true", body), n),
+                "spool shell hook (`agent-collector-hook.sh`)": timed(command(shell_hook, body), n),
+                "SessionStart relay (curl to daemon)": timed(command(relay, body), n),
+                "http hook, new connection, 50 ms apart": timed(post_new_connection(port, body), n, 0.05),
+                "http hook, kept-alive connection, 50 ms apart": timed(post_kept_alive(port, body), n, 0.05),
+                "http hook, new connection, back to back": timed(post_new_connection(port, body), n),
+            }
+        finally:
+            daemon.send_signal(signal.SIGTERM)
+            daemon.wait(20)
+    base = statistics.median(rows["`python3 -c pass` (baseline)"])
+    print(f"payload {len(body)} bytes, {args.n} calls each, daemon = `agent-collector run` (spool + fsync)")
+    print("| hook | median ms | p99 ms | vs python3 -c pass |")
+    print("|---|---|---|---|")
+    for name, ms in rows.items():
+        print(summary(name, ms, base))
+
+
+if __name__ == "__main__":
+    main()
