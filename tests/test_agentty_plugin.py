@@ -315,3 +315,31 @@ def test_tree_checker_rejects_bad_trees() -> None:
     with pytest.raises(AssertionError):
         check_tree({"type": "row", "children": [{"type": "button", "id": "a", "label": "A"},
                                                 {"type": "button", "id": "a", "label": "B"}]})
+
+
+# -- `agent-collector install --agent agentty` ---------------------------------------------------------
+
+def test_install_copies_the_plugin_only_when_agentty_is_present(tmp_path: Path) -> None:
+    from collector.deploy.agentty import install_agentty, plugin_dir, uninstall_agentty
+    from collector.deploy.model import Action
+    from collector.paths import Paths
+
+    paths = Paths(home=tmp_path / "home", config_dir=tmp_path / "c", data_dir=tmp_path / "d")
+    paths.home.mkdir()
+    assert install_agentty(paths, 4319).action is Action.UNCHANGED  # no ~/.agentty: nothing written
+    assert not plugin_dir(paths).exists()
+
+    (paths.home / ".agentty").mkdir()
+    assert install_agentty(paths, 4400).action is Action.CREATE
+    target = plugin_dir(paths)
+    assert target.name == json.loads((target / "agentty-plugin.json").read_text())["id"]
+    assert json.loads((target / "agent-collector.json").read_text())["url"] == "http://127.0.0.1:4400"
+    assert install_agentty(paths, 4400).action is Action.UNCHANGED
+    assert uninstall_agentty(paths).action is Action.DELETE
+    assert not target.exists()
+
+    target.mkdir(parents=True)
+    (target / "agentty-plugin.json").write_text('{"id": "agent-collector", "publisher": "someone else"}')
+    assert install_agentty(paths, 4400).action is Action.CONFLICT
+    assert uninstall_agentty(paths).action is Action.CONFLICT
+    assert "someone else" in (target / "agentty-plugin.json").read_text()
