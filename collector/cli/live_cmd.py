@@ -1,0 +1,88 @@
+"""``agent-collector sessions``: the live per-session status from the running daemon (GET /v1/sessions)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+from collector.cli.common import add_home, add_json, fail, paths_from, print_json, print_table
+from collector.config import ConfigError, load_config
+from collector.ingest.server import DEFAULT_PORT
+
+LABELS = {"waiting_for_input": "WAITING", "ready_for_review": "review", "error": "ERROR"}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = subparsers.add_parser(
+        "sessions", help="live sessions: status, tokens, tool calls, errors (from the running daemon)",
+        description="Asks the running daemon (loopback ingest server, GET /v1/sessions) for every session "
+                    "it has seen: agent, status (idle, running, waiting_for_input, ready_for_review, closed, "
+                    "error), today's tokens, tool calls and errors. Needs `agent-collector run`.",
+    )
+    add_home(parser)
+    add_json(parser)
+    parser.add_argument("--url", help="daemon address (default: http://127.0.0.1:<ingest.port>)")
+    parser.add_argument("--all", action="store_true", help="include closed sessions")
+    parser.set_defaults(func=cmd_sessions)
+
+
+def daemon_url(args: argparse.Namespace) -> str:
+    if args.url:
+        return str(args.url).rstrip("/")
+    try:
+        port = int(load_config(paths_from(args).config_file)["ingest"]["port"])
+    except (ConfigError, KeyError, ValueError):
+        port = DEFAULT_PORT
+    return f"http://127.0.0.1:{port}"
+
+
+def fetch_sessions(url: str, timeout: float = 3.0) -> list[dict[str, Any]]:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never via a proxy
+    with opener.open(f"{url}/v1/sessions", timeout=timeout) as response:
+        data = json.loads(response.read())
+    sessions = data.get("sessions") if isinstance(data, dict) else None
+    if not isinstance(sessions, list):
+        raise ValueError("the daemon answered something that is not a sessions list")
+    return sessions
+
+
+def _ago(ns: Any) -> str:
+    if not isinstance(ns, int) or ns <= 0:
+        return ""
+    seconds = max(0, int(time.time() - ns / 1e9))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m"
+    return f"{seconds // 3600}h"
+
+
+def cmd_sessions(args: argparse.Namespace) -> int:
+    url = daemon_url(args)
+    try:
+        sessions = fetch_sessions(url)
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return fail(f"no daemon answers at {url} ({reason}); start it with `agent-collector run`", 1)
+    if not args.all:
+        sessions = [s for s in sessions if s.get("status") != "closed"]
+    if args.json:
+        print_json({"sessions": sessions})
+        return 0
+    if not sessions:
+        print("no sessions" + ("" if args.all else " (closed ones hidden; --all shows them)"))
+        return 0
+    rows = [[
+        s.get("agent"), str(s.get("session_id", ""))[:12], LABELS.get(str(s.get("status")), s.get("status")),
+        _ago(s.get("status_since_unix_nano")), os.path.basename(str(s.get("workspace") or "").rstrip("/")),
+        s.get("input_tokens_today", 0), s.get("output_tokens_today", 0), s.get("tool_calls_today", 0),
+        s.get("errors_today", 0),
+    ] for s in sessions]
+    headers = ["agent", "session", "status", "since", "workspace", "in tok", "out tok", "tools", "errors"]
+    print_table(headers, rows)
+    return 0

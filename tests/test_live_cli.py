@@ -1,0 +1,61 @@
+"""`agent-collector sessions` against a real ingest server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from collector.cli.main import main
+from collector.ingest import IngestConfig, IngestServer
+
+NOW = time.time_ns()
+SESSIONS: list[dict[str, Any]] = [
+    {"agent": "claude-code", "session_id": "3717dcf6-6ccc-43e1", "status": "waiting_for_input",
+     "status_since_unix_nano": NOW - 90 * 10**9, "workspace": "/work/shop", "input_tokens_today": 44176,
+     "output_tokens_today": 62, "tool_calls_today": 1, "errors_today": 0},
+    {"agent": "codex", "session_id": "01a22c23", "status": "closed", "workspace": "/work/api"},
+]
+
+
+@pytest.fixture
+def url() -> Iterator[str]:
+    loop = asyncio.new_event_loop()
+    server = IngestServer(lambda *a: None, set, lambda: {"sessions": SESSIONS}, IngestConfig(port=0))
+    ready = threading.Event()
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(server.start())
+        ready.set()
+        loop.run_forever()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    ready.wait(5)
+    yield f"http://127.0.0.1:{server.port}"
+    asyncio.run_coroutine_threadsafe(server.stop(), loop).result(5)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(5)
+
+
+def test_sessions_table_hides_closed(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sessions", "--url", url]) == 0
+    out = capsys.readouterr().out
+    assert "WAITING" in out and "shop" in out and "1m" in out and "44176" in out
+    assert "codex" not in out
+
+
+def test_sessions_json_all(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sessions", "--url", url, "--json", "--all"]) == 0
+    assert json.loads(capsys.readouterr().out)["sessions"] == SESSIONS
+
+
+def test_sessions_without_a_daemon(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sessions", "--url", "http://127.0.0.1:9"]) == 1
+    assert "agent-collector run" in capsys.readouterr().err
