@@ -43,8 +43,14 @@ def serve(port: int) -> None:
 
 
 def make_entries(n: int) -> list[dict[str, Any]]:
-    common = {"gen_ai.agent.type": "claude-code", "user.id": "bench", "host.name": "bench", "source.kind": "transcript",
-              "schema.version": "1.0", "workspace.path": "/home/bench/project"}  # fmt: skip
+    common = {
+        "gen_ai.agent.type": "claude-code",
+        "user.id": "bench",
+        "host.name": "bench",
+        "source.kind": "transcript",
+        "schema.version": "1.0",
+        "workspace.path": "/home/bench/project",
+    }
     out: list[dict[str, Any]] = []
     i = 0
     while len(out) < n:
@@ -53,26 +59,58 @@ def make_entries(n: int) -> list[dict[str, Any]]:
         t = BASE + turn * 60_000_000_000
         tid = f"turn-{turn}"
         base = {**common, "gen_ai.session.id": session, "gen_ai.turn.id": tid}
-        rows: list[dict[str, Any]] = [{"event.name": "user.prompt", "gen_ai.input.messages.length": 120,
-                                       "gen_ai.input.messages.sha256": "a" * 64}]  # fmt: skip
+        rows: list[dict[str, Any]] = [
+            {
+                "event.name": "user.prompt",
+                "gen_ai.input.messages.length": 120,
+                "gen_ai.input.messages.sha256": "a" * 64,
+            }
+        ]
         for call in range(3):
-            llm = {"gen_ai.provider.name": "anthropic", "gen_ai.request.model": "claude-sonnet-4-5",
-                   "gen_ai.request.id": f"{tid}-req-{call}"}  # fmt: skip
+            llm = {
+                "gen_ai.provider.name": "anthropic",
+                "gen_ai.request.model": "claude-sonnet-4-5",
+                "gen_ai.request.id": f"{tid}-req-{call}",
+            }
             rows.append({"event.name": "llm.request", **llm})
-            rows.append({"event.name": "llm.response", **llm, "gen_ai.response.id": f"{tid}-msg-{call}",
-                         "gen_ai.response.model": "claude-sonnet-4-5", "gen_ai.response.finish_reasons": ["tool_use"],
-                         "gen_ai.usage.input_tokens": 22000 + call, "gen_ai.usage.output_tokens": 50,
-                         "gen_ai.usage.cache_read.input_tokens": 7000, "gen_ai.usage.cache_creation.input_tokens": 2000,
-                         "duration_ms": 900, "gen_ai.output.messages.length": 300,
-                         "gen_ai.output.messages.sha256": "b" * 64})  # fmt: skip
+            rows.append(
+                {
+                    "event.name": "llm.response",
+                    **llm,
+                    "gen_ai.response.id": f"{tid}-msg-{call}",
+                    "gen_ai.response.model": "claude-sonnet-4-5",
+                    "gen_ai.response.finish_reasons": ["tool_use"],
+                    "gen_ai.usage.input_tokens": 22000 + call,
+                    "gen_ai.usage.output_tokens": 50,
+                    "gen_ai.usage.cache_read.input_tokens": 7000,
+                    "gen_ai.usage.cache_creation.input_tokens": 2000,
+                    "duration_ms": 900,
+                    "gen_ai.output.messages.length": 300,
+                    "gen_ai.output.messages.sha256": "b" * 64,
+                }
+            )
             tool = {"gen_ai.tool.name": "Bash", "gen_ai.tool.call.id": f"{tid}-tool-{call}"}
             rows.append({"event.name": "tool.call", **tool, "gen_ai.tool.call.arguments.length": 40})
-            rows.append({"event.name": "tool.result", **tool, "tool.result.status": "success", "duration_ms": 20,
-                         "gen_ai.tool.call.result.length": 88})  # fmt: skip
+            rows.append(
+                {
+                    "event.name": "tool.result",
+                    **tool,
+                    "tool.result.status": "success",
+                    "duration_ms": 20,
+                    "gen_ai.tool.call.result.length": 88,
+                }
+            )
         rows.append({"event.name": "session.status", "session.status": "ready_for_review"})
         for k, row in enumerate(rows):
-            out.append({**base, **row, "event.id": f"{turn:016x}{k:016x}", "time_unix_nano": t + k * 1_000_000_000,
-                        "observed_time_unix_nano": t + k * 1_000_000_000})  # fmt: skip
+            out.append(
+                {
+                    **base,
+                    **row,
+                    "event.id": f"{turn:016x}{k:016x}",
+                    "time_unix_nano": t + k * 1_000_000_000,
+                    "observed_time_unix_nano": t + k * 1_000_000_000,
+                }
+            )
         i += 1
     return out  # whole turns: n rounded up
 
@@ -131,10 +169,12 @@ def main() -> int:
     print(f"throughput: {len(entries) / wall:,.0f} entries/s end to end ({wall:.2f} s wall)")
     print(f"cpu: {cpu / len(entries) * 10_000:.2f} CPU s per 10,000 entries ({cpu:.2f} s total)")
     print(
-        f"enqueue (what the pipeline waits for): {enqueue / len(entries) * 1e6:.1f} us per entry, all three queues"
+        f"enqueue (what the pipeline waits for): {enqueue / len(entries) * 1e6:.1f} us per entry, 3 queues"
     )
-    print(f"spans sent: {traces['sent_spans']}, traces: {traces['sent_traces']}, "
-          f"log records: {stats['otlp-default-logs']['inner']['sent']}")  # fmt: skip
+    print(
+        f"spans sent: {traces['sent_spans']}, traces: {traces['sent_traces']}, "
+        f"log records: {stats['otlp-default-logs']['inner']['sent']}"
+    )
     return 0
 
 
