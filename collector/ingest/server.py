@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs
 
 import orjson
 
@@ -110,6 +110,8 @@ class IngestServer:
         self._counts: Counter[str] = Counter()
         self._bytes = 0
         self._started = 0.0
+        self._hosts: dict[str, bool] = {}
+        self._writers: set[asyncio.StreamWriter] = set()
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -125,6 +127,8 @@ class IngestServer:
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
+            for writer in list(self._writers):  # idle keep-alive connections end now, not at loop exit
+                writer.close()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2.0)
             self._server = None
@@ -164,6 +168,7 @@ class IngestServer:
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._connections += 1
+        self._writers.add(writer)
         try:
             if self._connections > self.config.max_connections:
                 self._counts["rejected_too_many_connections"] += 1
@@ -180,6 +185,7 @@ class IngestServer:
             log.exception("ingest connection failed")
         finally:
             self._connections -= 1
+            self._writers.discard(writer)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
@@ -188,7 +194,8 @@ class IngestServer:
                            first: bool) -> bool:
         timeout = self.config.header_timeout_s if first else self.config.idle_timeout_s
         try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout)
+            async with asyncio.timeout(timeout):  # no extra task per read, unlike wait_for
+                head = await reader.readuntil(b"\r\n\r\n")
         except asyncio.IncompleteReadError as exc:
             if exc.partial.strip():
                 self._counts["rejected_bad_request"] += 1
@@ -222,6 +229,14 @@ class IngestServer:
             raise HttpError(403, "Host must be a loopback address with this server's port")
 
     def _host_ok(self, host: str) -> bool:
+        known = self._hosts.get(host)
+        if known is None:
+            known = self._check_host(host)
+            if len(self._hosts) < 64:  # clients send one or two spellings; do not grow on junk
+                self._hosts[host] = known
+        return known
+
+    def _check_host(self, host: str) -> bool:
         parsed = split_host(host)
         if parsed is None:
             return False
@@ -270,7 +285,8 @@ class IngestServer:
             known = ", ".join(sorted(self._known_agents())) or "none"
             raise HttpError(404, f"unknown agent {agent!r} (known: {known})")
         try:
-            body = await asyncio.wait_for(reader.readexactly(length), self.config.body_timeout_s)
+            async with asyncio.timeout(self.config.body_timeout_s):
+                body = await reader.readexactly(length)
         except TimeoutError:
             raise HttpError(408, "request body too slow") from None
         body = with_event_name(body, request.query.get("event", [None])[0])
@@ -334,10 +350,10 @@ def parse_head(head: bytes) -> Request:
         if key in headers and key in ("host", "content-length", "transfer-encoding"):
             raise HttpError(400, f"duplicate {name} header")
         headers[key] = value.strip()
-    split = urlsplit(target)
-    if split.scheme or split.netloc or not split.path.startswith("/"):
+    if not target.startswith("/") or target.startswith("//"):
         raise HttpError(400, "request target must be a path")
-    return Request(method, split.path, parse_qs(split.query), version, headers)
+    path, _, query = target.partition("?")
+    return Request(method, path, parse_qs(query) if query else {}, version, headers)
 
 
 def split_host(host: str) -> tuple[str, str] | None:
