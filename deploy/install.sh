@@ -1,0 +1,275 @@
+#!/bin/sh
+# Install agent-collector for the current user (POSIX sh). Run it from a checkout: deploy/install.sh
+#
+# 1. puts the package into its own virtual environment, <data dir>/venv (pip, from this checkout or
+#    --wheel), and copies agents.d schemas hooks integrations next to it (<venv>/share/agent-collector);
+# 2. detects the installed agents and deploys our integration into each (or only --agents a,b);
+# 3. writes a default config if there is none;
+# 4. installs and starts the service: a systemd user unit (Linux with a user manager), a launchd
+#    LaunchAgent (macOS), or else a background process with a pid file and a log file (containers, CI),
+#    started again at login by ~/.profile only with --autostart-profile.
+# Running it again upgrades in place: checkpoints, queues, spool, output and config are kept.
+# --dry-run prints every change and makes none. deploy/uninstall.sh undoes all of it.
+set -eu
+
+usage() {
+  cat <<'EOF'
+usage: deploy/install.sh [options]
+  --agents a,b           deploy into these agents only (default: every detected agent)
+  --dry-run              print every change, change nothing
+  --service MODE         auto (default) | systemd | launchd | background | none
+  --autostart-profile    background mode: also start it from ~/.profile at login
+  --python PY            Python >= 3.11 for the virtual environment (default: python3)
+  --wheel FILE           install this built wheel instead of the checkout
+  --deps-from DIR        offline: take the dependencies from this virtual environment or site-packages
+                         (only agent-collector itself is installed into ours)
+  -h, --help             this help
+EOF
+}
+
+say() { printf '%s\n' "$*"; }
+die() { printf 'install.sh: error: %s\n' "$*" >&2; exit 2; }
+quoted() {  # print a command the way a shell would read it back
+  out=''
+  for arg in "$@"; do
+    case $arg in
+      *[!A-Za-z0-9_./:=@%+-]* | '') arg="'$(printf '%s' "$arg" | sed "s/'/'\\\\''/g")'" ;;
+    esac
+    out="$out $arg"
+  done
+  printf '%s' "${out# }"
+}
+run() {  # run a command, or in --dry-run only show it
+  if [ "$DRY" = 1 ]; then say "would run: $(quoted "$@")"; else say "+ $(quoted "$@")"; "$@"; fi
+}
+write_file() {  # write_file PATH MODE < content (atomic; shown, not written, in --dry-run)
+  if [ "$DRY" = 1 ]; then
+    say "would write $1:"
+    sed 's/^/    | /'
+    return 0
+  fi
+  mkdir -p "$(dirname "$1")"
+  cat >"$1.tmp.$$"
+  chmod "$2" "$1.tmp.$$"
+  mv -f "$1.tmp.$$" "$1"
+  say "wrote $1"
+}
+copy_dir() {  # replace DEST with a copy of SRC (never half-copied)
+  if [ "$DRY" = 1 ]; then say "would copy $1 -> $2"; return 0; fi
+  rm -rf "$2.new"
+  cp -R "$1" "$2.new"
+  rm -rf "$2"
+  mv "$2.new" "$2"
+  say "copied $1 -> $2"
+}
+
+DRY=0 AGENTS='' SERVICE=auto AUTOSTART=0 WHEEL='' PY=python3 DEPS_FROM=''
+while [ $# -gt 0 ]; do
+  case $1 in
+    --dry-run) DRY=1 ;;
+    --agents) [ $# -ge 2 ] || die "--agents needs a list"; AGENTS=$2; shift ;;
+    --agents=*) AGENTS=${1#*=} ;;
+    --service) [ $# -ge 2 ] || die "--service needs a mode"; SERVICE=$2; shift ;;
+    --service=*) SERVICE=${1#*=} ;;
+    --autostart-profile) AUTOSTART=1 ;;
+    --python) [ $# -ge 2 ] || die "--python needs a path"; PY=$2; shift ;;
+    --python=*) PY=${1#*=} ;;
+    --wheel) [ $# -ge 2 ] || die "--wheel needs a file"; WHEEL=$2; shift ;;
+    --wheel=*) WHEEL=${1#*=} ;;
+    --deps-from) [ $# -ge 2 ] || die "--deps-from needs a directory"; DEPS_FROM=$2; shift ;;
+    --deps-from=*) DEPS_FROM=${1#*=} ;;
+    -h | --help) usage; exit 0 ;;
+    *) usage >&2; die "unknown option: $1" ;;
+  esac
+  shift
+done
+case $SERVICE in auto | systemd | launchd | background | none) ;; *) die "unknown --service $SERVICE" ;; esac
+
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+[ -f "$SRC/pyproject.toml" ] && [ -d "$SRC/agents.d" ] && [ -d "$SRC/collector" ] ||
+  die "$SRC is not an agent-collector checkout (run deploy/install.sh from one)"
+[ -z "$WHEEL" ] || [ -f "$WHEEL" ] || die "no such wheel: $WHEEL"
+[ -z "$WHEEL" ] || WHEEL="$(cd "$(dirname "$WHEEL")" && pwd)/$(basename "$WHEEL")"
+[ -z "$DEPS_FROM" ] || [ -d "$DEPS_FROM" ] || die "no such directory: $DEPS_FROM"
+[ -z "$DEPS_FROM" ] || DEPS_FROM=$(cd "$DEPS_FROM" && pwd)
+[ -n "${HOME:-}" ] || die "HOME is not set"
+
+OS=$(uname -s)
+if [ "$OS" = Darwin ]; then
+  default_data="$HOME/Library/Application Support/agent-collector"
+  default_config=$default_data
+else
+  default_data="${XDG_DATA_HOME:-$HOME/.local/share}/agent-collector"
+  default_config="${XDG_CONFIG_HOME:-$HOME/.config}/agent-collector"
+fi
+DATA_DIR=${AGENT_COLLECTOR_DATA_DIR:-$default_data}
+CONFIG_DIR=${AGENT_COLLECTOR_CONFIG_DIR:-$default_config}
+export AGENT_COLLECTOR_DATA_DIR="$DATA_DIR" AGENT_COLLECTOR_CONFIG_DIR="$CONFIG_DIR"
+VENV="$DATA_DIR/venv"
+SHARE="$VENV/share/agent-collector"
+BIN="$VENV/bin/agent-collector"
+LABEL=io.agent-collector.daemon
+
+command -v "$PY" >/dev/null 2>&1 || die "$PY not found (use --python)"
+"$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || die "$PY is older than Python 3.11"
+
+[ "$DRY" = 1 ] && say "agent-collector install (dry run: nothing will be changed)"
+say "program: $VENV"
+say "data:    $DATA_DIR"
+say "config:  $CONFIG_DIR"
+
+# -- 1. the program --------------------------------------------------------------------------------
+if [ -x "$VENV/bin/python" ]; then
+  say "upgrading the existing installation in place (data and config are kept)"
+else
+  run "$PY" -m venv "$VENV"
+fi
+pip_args="--quiet --disable-pip-version-check --no-input"
+if [ -n "$DEPS_FROM" ]; then
+  deps_site=$(find "$DEPS_FROM" -maxdepth 4 -type d -name site-packages 2>/dev/null | head -n 1)
+  [ -n "$deps_site" ] || deps_site=$DEPS_FROM
+  [ -d "$deps_site" ] || die "--deps-from: no site-packages under $DEPS_FROM"
+  if [ "$DRY" = 1 ]; then
+    say "would link dependencies from $deps_site (agent-collector-deps.pth)"
+  else
+    purelib=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    printf '%s\n' "$deps_site" | write_file "$purelib/agent-collector-deps.pth" 644
+  fi
+  pip_args="$pip_args --no-deps"
+fi
+# pip_args is a list of plain words: split on purpose. A checkout is always rebuilt and reinstalled;
+# a wheel of the same version needs --force-reinstall (then a second pass for missing dependencies).
+if [ -n "$WHEEL" ]; then
+  run "$VENV/bin/python" -m pip install $pip_args --force-reinstall --no-deps "$WHEEL"
+  [ -n "$DEPS_FROM" ] || run "$VENV/bin/python" -m pip install $pip_args "$WHEEL"
+else
+  run "$VENV/bin/python" -m pip install $pip_args "$SRC"
+fi
+run mkdir -p "$SHARE/deploy"
+for part in agents.d schemas hooks integrations; do
+  copy_dir "$SRC/$part" "$SHARE/$part"
+done
+copy_dir "$SRC/deploy/templates" "$SHARE/deploy/templates"
+run cp "$SRC/deploy/agent-collector-bg.sh" "$SHARE/deploy/agent-collector-bg.sh"
+
+# -- 2. default config -----------------------------------------------------------------------------
+if [ -f "$CONFIG_DIR/config.toml" ]; then
+  say "keeping $CONFIG_DIR/config.toml"
+else
+  write_file "$CONFIG_DIR/config.toml" 600 <<'EOF'
+# agent-collector configuration, written by deploy/install.sh. Every setting has a default; uncomment to
+# change one. Environment variables override this file: AGENT_COLLECTOR_<SECTION>__<KEY>=value.
+
+# [content]
+# capture = false        # keep prompts, completions, tool arguments and results (secrets masked)
+
+# [jsonl]
+# dir = ""               # default: <data dir>/output
+
+# [otlp]
+# enabled = false        # or set OTEL_EXPORTER_OTLP_ENDPOINT
+
+# [ingest]
+# port = 4319            # loopback only
+
+# [watchdog]
+# enabled = true         # put our hooks back when another program removes them
+# cooldown_s = 5
+# daily_cap = 10
+EOF
+fi
+
+# -- 3. the agents ---------------------------------------------------------------------------------
+set --
+for agent in $(printf '%s' "$AGENTS" | tr ',' ' '); do
+  set -- "$@" --agent "$agent"
+done
+deploy_rc=0
+if [ "$DRY" = 1 ]; then
+  if [ -x "$BIN" ]; then
+    say "agents (dry run of agent-collector install):"
+    "$BIN" install --dry-run "$@" || deploy_rc=$?
+  elif PYTHONPATH="$SRC" "$PY" -c 'import orjson, jsonschema, platformdirs' 2>/dev/null; then
+    say "agents (dry run of agent-collector install, from the checkout; hooks will run $SHARE/hooks):"
+    PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$SRC" "$PY" -m collector install --dry-run "$@" || deploy_rc=$?
+  else
+    say "would run: $(quoted "$BIN" install "$@") (exact changes unknown until the program is installed)"
+  fi
+else
+  say "agents:"
+  "$BIN" install "$@" || deploy_rc=$?
+fi
+
+# -- 4. the service --------------------------------------------------------------------------------
+if [ "$SERVICE" = auto ]; then
+  if [ "$OS" = Darwin ] && command -v launchctl >/dev/null 2>&1; then
+    SERVICE=launchd
+  elif command -v systemctl >/dev/null 2>&1 && systemctl --user show-environment >/dev/null 2>&1; then
+    SERVICE=systemd
+  else
+    SERVICE=background
+  fi
+fi
+say "service: $SERVICE"
+{
+  printf 'AGENT_COLLECTOR_DATA_DIR=%s\n' "$DATA_DIR"
+  printf 'AGENT_COLLECTOR_CONFIG_DIR=%s\n' "$CONFIG_DIR"
+  printf 'PATH=%s\n' "$PATH"
+} | write_file "$DATA_DIR/service.env" 600
+printf '%s\n' "$SERVICE" | write_file "$DATA_DIR/service.mode" 644
+
+units() {  # render a service definition (stdlib-only script; works before the venv exists)
+  "$PY" "$SRC/collector/deploy/units.py" "$@" --templates "$SRC/deploy/templates" --exec "$BIN" \
+    --env "AGENT_COLLECTOR_DATA_DIR=$DATA_DIR" --env "AGENT_COLLECTOR_CONFIG_DIR=$CONFIG_DIR" --env "PATH=$PATH"
+}
+
+case $SERVICE in
+  systemd)
+    unit="${XDG_CONFIG_HOME:-$HOME/.config}/systemd/user/agent-collector.service"
+    units systemd | write_file "$unit" 644
+    run systemctl --user daemon-reload
+    run systemctl --user enable agent-collector.service
+    run systemctl --user restart agent-collector.service
+    ;;
+  launchd)
+    plist="$HOME/Library/LaunchAgents/$LABEL.plist"
+    mkdir_log="$DATA_DIR/log"
+    run mkdir -p "$mkdir_log"
+    units launchd --home "$HOME" --log "$mkdir_log/agent-collector.log" --label "$LABEL" | write_file "$plist" 644
+    if [ "$DRY" = 0 ]; then launchctl bootout "gui/$(id -u)/$LABEL" >/dev/null 2>&1 || true; fi
+    run launchctl bootstrap "gui/$(id -u)" "$plist"
+    ;;
+  background)
+    run sh "$SHARE/deploy/agent-collector-bg.sh" restart
+    if [ "$AUTOSTART" = 1 ]; then
+      profile="$HOME/.profile"
+      if [ -f "$profile" ] && grep -q '>>> agent-collector autostart >>>' "$profile"; then
+        say "keeping the autostart block in $profile"
+      else
+        if [ "$DRY" = 0 ]; then
+          if [ -f "$profile" ]; then cp -p "$profile" "$DATA_DIR/profile.orig"; else : >"$DATA_DIR/profile.absent"; fi
+        fi
+        {
+          [ -f "$profile" ] && cat "$profile" && [ -n "$(tail -c 1 "$profile")" ] && printf '\n'
+          [ -f "$profile" ] && printf '\n'
+          printf '# >>> agent-collector autostart >>> (deploy/uninstall.sh removes this block)\n'
+          printf "[ -f '%s' ] && sh '%s' ensure >/dev/null 2>&1\n" "$SHARE/deploy/agent-collector-bg.sh" \
+            "$SHARE/deploy/agent-collector-bg.sh"
+          printf '# <<< agent-collector autostart <<<\n'
+        } | write_file "$profile" 644
+        if [ "$DRY" = 0 ]; then cp -p "$profile" "$DATA_DIR/profile.written"; fi
+      fi
+    fi
+    ;;
+  none) say "not installing a service; start it with: $BIN run" ;;
+esac
+
+say ""
+if [ "$DRY" = 1 ]; then
+  say "dry run: nothing was changed"
+else
+  say "done. Check it with: $BIN status"
+  case ":$PATH:" in *":$VENV/bin:"*) ;; *) say "(the program is $BIN; add $VENV/bin to PATH to call it by name)" ;; esac
+fi
+[ "$deploy_rc" = 0 ] || { say "some agents could not be set up (see the errors above)" >&2; exit 1; }
+exit 0

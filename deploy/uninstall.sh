@@ -1,0 +1,117 @@
+#!/bin/sh
+# Uninstall agent-collector for the current user (POSIX sh): stop and remove the service, take our
+# integrations out of every agent (only entries marked as ours; a config file nobody else touched comes
+# back byte for byte, files we created are deleted), remove the program. Collected data (spool, output,
+# state, queues) and the config are kept unless --purge.
+set -eu
+
+usage() {
+  cat <<'EOF'
+usage: deploy/uninstall.sh [--purge] [--dry-run]
+  --purge     also delete collected data and the config
+  --dry-run   print every change, change nothing
+EOF
+}
+
+say() { printf '%s\n' "$*"; }
+run() {
+  if [ "$DRY" = 1 ]; then say "would run: $*"; else say "+ $*"; "$@"; fi
+}
+
+DRY=0 PURGE=0
+while [ $# -gt 0 ]; do
+  case $1 in
+    --dry-run) DRY=1 ;;
+    --purge) PURGE=1 ;;
+    -h | --help) usage; exit 0 ;;
+    *) usage >&2; printf 'uninstall.sh: error: unknown option: %s\n' "$1" >&2; exit 2 ;;
+  esac
+  shift
+done
+[ -n "${HOME:-}" ] || { echo "uninstall.sh: HOME is not set" >&2; exit 2; }
+
+OS=$(uname -s)
+if [ "$OS" = Darwin ]; then
+  default_data="$HOME/Library/Application Support/agent-collector"
+  default_config=$default_data
+else
+  default_data="${XDG_DATA_HOME:-$HOME/.local/share}/agent-collector"
+  default_config="${XDG_CONFIG_HOME:-$HOME/.config}/agent-collector"
+fi
+DATA_DIR=${AGENT_COLLECTOR_DATA_DIR:-$default_data}
+CONFIG_DIR=${AGENT_COLLECTOR_CONFIG_DIR:-$default_config}
+export AGENT_COLLECTOR_DATA_DIR="$DATA_DIR" AGENT_COLLECTOR_CONFIG_DIR="$CONFIG_DIR"
+VENV="$DATA_DIR/venv"
+SHARE="$VENV/share/agent-collector"
+BIN="$VENV/bin/agent-collector"
+LABEL=io.agent-collector.daemon
+status=0
+
+# -- 1. stop and remove the service (first, so its watchdog cannot put hooks back) ------------------
+unit="${XDG_CONFIG_HOME:-$HOME/.config}/systemd/user/agent-collector.service"
+if [ -f "$unit" ]; then
+  if systemctl --user show-environment >/dev/null 2>&1; then
+    run systemctl --user disable --now agent-collector.service || status=1
+  fi
+  run rm -f "$unit"
+  if systemctl --user show-environment >/dev/null 2>&1; then run systemctl --user daemon-reload || true; fi
+fi
+plist="$HOME/Library/LaunchAgents/$LABEL.plist"
+if [ -f "$plist" ]; then
+  run launchctl bootout "gui/$(id -u)/$LABEL" || true
+  run rm -f "$plist"
+fi
+if [ -f "$SHARE/deploy/agent-collector-bg.sh" ]; then
+  run sh "$SHARE/deploy/agent-collector-bg.sh" stop || status=1
+elif [ -f "$DATA_DIR/agent-collector.pid" ]; then
+  pid=$(cat "$DATA_DIR/agent-collector.pid")
+  run kill -TERM "$pid" || true
+fi
+
+profile="$HOME/.profile"
+if [ -f "$profile" ] && grep -q '>>> agent-collector autostart >>>' "$profile"; then
+  if [ -f "$DATA_DIR/profile.written" ] && cmp -s "$profile" "$DATA_DIR/profile.written"; then
+    if [ -f "$DATA_DIR/profile.orig" ]; then
+      run cp -p "$DATA_DIR/profile.orig" "$profile"  # nobody touched it since: the original bytes
+    else
+      run rm -f "$profile"  # we created it
+    fi
+  else
+    say "removing the autostart block from $profile"
+    if [ "$DRY" = 0 ]; then
+      # drop the block and the one blank line install.sh put before it; keep everything else
+      awk '{ line[NR] = $0 }
+           END {
+             for (i = 1; i <= NR; i++) if (line[i] ~ />>> agent-collector autostart >>>/) s = i
+             for (i = s; s && i <= NR; i++) if (line[i] ~ /<<< agent-collector autostart <<</) { e = i; break }
+             if (s && e && s > 1 && line[s - 1] == "") s--
+             for (i = 1; i <= NR; i++) if (!(s && e && i >= s && i <= e)) print line[i]
+           }' "$profile" >"$profile.tmp.$$" && mv -f "$profile.tmp.$$" "$profile"
+    fi
+  fi
+fi
+[ "$DRY" = 1 ] || rm -f "$DATA_DIR/profile.orig" "$DATA_DIR/profile.written" "$DATA_DIR/profile.absent"
+
+# -- 2. take our integrations out of the agents -----------------------------------------------------
+if [ -x "$BIN" ]; then
+  if [ "$DRY" = 1 ]; then
+    "$BIN" uninstall --dry-run || status=1
+  else
+    "$BIN" uninstall || status=1
+  fi
+else
+  say "warning: $BIN is missing: cannot remove our hooks from the agents" >&2
+  status=1
+fi
+
+# -- 3. the program, then (with --purge) the data ---------------------------------------------------
+if [ -d "$VENV" ]; then run rm -rf "$VENV"; fi
+run rm -f "$DATA_DIR/service.env" "$DATA_DIR/service.mode" "$DATA_DIR/agent-collector.pid"
+if [ "$PURGE" = 1 ]; then
+  run rm -rf "$DATA_DIR"
+  run rm -rf "$CONFIG_DIR"
+else
+  say "kept collected data in $DATA_DIR and the config in $CONFIG_DIR (--purge removes them)"
+fi
+[ "$DRY" = 1 ] && say "dry run: nothing was changed"
+exit "$status"
