@@ -1,0 +1,103 @@
+"""Qwen Code parser on real captures (tests/fixtures/qwen-code/*)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from collector.agents import qwen_code
+from collector.model import RawRecord
+from collector.pipeline.correlate import Correlator
+from collector.pipeline.processor import AgentSettings, Pipeline
+
+CASES = Path(__file__).parent / "fixtures" / "qwen-code"
+AGENT = "qwen-code"
+
+
+def records(case: str, kind: str) -> list[RawRecord]:
+    folder = CASES / case / ("spool" if kind == "hook" else "home")
+    out = []
+    for path in sorted(folder.rglob("*.jsonl")):
+        offset = 0
+        for line in path.read_bytes().splitlines(keepends=True):
+            if line.strip():
+                out.append(
+                    RawRecord(AGENT, kind, json.loads(line), "fp", str(offset), 1, {"path": str(path)})
+                )
+            offset += len(line)
+    return out
+
+
+def run(*batches: list[RawRecord]) -> list[dict[str, Any]]:
+    pipeline = Pipeline(
+        {AGENT: AgentSettings(qwen_code.parse, capture=True)},
+        {"user.id": "u"},
+        lambda ids: set(),
+        Correlator(),
+        masking=False,
+    )
+    return [e for batch in batches for e in pipeline.process(batch).entries]
+
+
+def by_name(entries: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    return [e for e in entries if e["event.name"] == name]
+
+
+def test_one_prompt_per_turn_although_the_hook_fires_twice() -> None:
+    hooks = records("two_turns_resume", "hook")
+    submits = [r.data["payload"] for r in hooks if r.data["event"] == "UserPromptSubmit"]
+    assert len(submits) == 4 and sum(1 for p in submits if p["prompt"] == "") == 2
+    prompts = by_name(run(hooks), "user.prompt")
+    assert [p["gen_ai.turn.id"].rsplit("#", 1)[1] for p in prompts] == ["0", "2"]
+    assert all(p["gen_ai.input.messages"][0]["parts"][0]["content"] for p in prompts)
+
+
+@pytest.mark.parametrize("order", ["hooks_first", "chat_first"])
+def test_failed_command_from_hook_and_chat_is_one_error(order: str) -> None:
+    hooks, chat = records("failing_command", "hook"), records("failing_command", "transcript")
+    entries = run(*([hooks, chat] if order == "hooks_first" else [chat, hooks]))
+    (call,), (result,) = by_name(entries, "tool.call"), by_name(entries, "tool.result")
+    assert call["gen_ai.tool.call.id"] == result["gen_ai.tool.call.id"] and call[
+        "gen_ai.tool.call.id"
+    ].startswith("call_")
+    assert result["tool.result.status"] == "error"
+    assert result["gen_ai.tool.name"] == "run_shell_command"
+
+
+def test_chat_alone_gives_the_same_tool_status_as_the_hook() -> None:
+    hook_result = by_name(run(records("failing_command", "hook")), "tool.result")
+    chat_result = by_name(run(records("failing_command", "transcript")), "tool.result")
+    assert [e["event.id"] for e in hook_result] == [e["event.id"] for e in chat_result]
+    assert hook_result[0]["tool.result.status"] == chat_result[0]["tool.result.status"] == "error"
+    assert chat_result[0]["process.exit.code"] == 1
+
+
+def test_model_calls_come_from_api_response_telemetry_only() -> None:
+    chat = records("tool_then_answer", "transcript")
+    assistants = [r for r in chat if r.data["type"] == "assistant"]
+    assert assistants and all(
+        "usageMetadata" in r.data for r in assistants
+    )  # the same tokens, no response id
+    responses = by_name(run(chat), "llm.response")
+    truth = [
+        json.loads(x) for x in (CASES / "tool_then_answer" / "response_usage.jsonl").read_text().splitlines()
+    ]
+    assert [e["gen_ai.response.id"] for e in responses] == [t["response_id"] for t in truth]
+    assert [e["gen_ai.usage.input_tokens"] for e in responses] == [t["usage"]["prompt_tokens"] for t in truth]
+    assert all(e["duration_ms"] >= 0 and e["gen_ai.turn.id"].endswith("########0") for e in responses)
+
+
+def test_the_hook_only_tool_use_id_is_not_the_call_id() -> None:
+    pre = next(r for r in records("tool_then_answer", "hook") if r.data["event"] == "PreToolUse")
+    assert pre.data["payload"]["tool_use_id"] != pre.data["payload"]["tool_call_id"]
+    (entry,) = qwen_code.parse(pre)
+    assert entry.attributes["gen_ai.tool.call.id"] == pre.data["payload"]["tool_call_id"]
+
+
+def test_no_session_end_is_invented() -> None:
+    entries = run(records("two_turns_resume", "hook"), records("two_turns_resume", "transcript"))
+    assert not by_name(entries, "session.end")
+    assert len(by_name(entries, "session.start")) == 2
