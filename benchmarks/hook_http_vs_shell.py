@@ -89,6 +89,33 @@ def post_kept_alive(port: int, body: bytes) -> Callable[[], None]:
     return call
 
 
+BARE_SERVER = """
+import asyncio
+async def handle(r, w):
+    try:
+        while True:
+            head = await r.readuntil(b"\\r\\n\\r\\n")
+            await r.readexactly(int(head.lower().split(b"content-length:")[1].split(b"\\r\\n")[0]))
+            w.write(b"HTTP/1.1 200 OK\\r\\nContent-Type: application/json\\r\\n"
+                    b"Content-Length: 2\\r\\n\\r\\n{}")
+            await w.drain()
+    except Exception:
+        w.close()
+async def main():
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    print(server.sockets[0].getsockname()[1], flush=True)
+    await asyncio.Event().wait()
+asyncio.run(main())
+"""
+
+
+def bare_server() -> tuple[subprocess.Popen[str], int]:
+    """The floor: a bare asyncio socket server that answers ``{}`` without looking at the request."""
+    proc = subprocess.Popen([sys.executable, "-c", BARE_SERVER], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    return proc, int(proc.stdout.readline())
+
+
 def summary(name: str, ms: list[float], base: float) -> str:
     ordered = sorted(ms)
     p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
@@ -136,6 +163,13 @@ def main() -> None:
                 "http hook, kept-alive connection, 50 ms apart": timed(post_kept_alive(port, body), n, 0.05),
                 "http hook, new connection, back to back": timed(post_new_connection(port, body), n),
             }
+            bare, bare_port = bare_server()
+            try:
+                rows["floor: bare asyncio server, kept-alive, 50 ms apart"] = timed(
+                    post_kept_alive(bare_port, body), n, 0.05)
+            finally:
+                bare.kill()
+                bare.wait()
         finally:
             daemon.send_signal(signal.SIGTERM)
             daemon.wait(20)
