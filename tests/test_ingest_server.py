@@ -245,12 +245,12 @@ def _listening_addresses(port: int) -> list[str]:
 
 async def test_listens_on_loopback_only(server: IngestServer) -> None:
     assert server.bound_addresses == ["127.0.0.1"]
-    if sys.platform.startswith("linux"):
-        assert _listening_addresses(server.port) == ["127.0.0.1"]
-    # and nothing answers on the wildcard address of this port for other interfaces
+    if not sys.platform.startswith("linux"):
+        return
+    # the kernel's own list of listening sockets: this port is held on 127.0.0.1 only, not on 0.0.0.0/::
+    assert _listening_addresses(server.port) == ["127.0.0.1"]
+    # so another address of this machine (here another loopback one) is free on the same port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        # a second socket can still bind the same port on another loopback address: ours holds only one
         probe.bind(("127.0.0.2", server.port))
 
 
