@@ -145,7 +145,7 @@ def test_fixture_session_as_logs_traces_and_metrics(
     usage = [p for p in points if p["name"] == "gen_ai.client.token.usage"]
     assert {p["unit"] for p in usage} == {"{token}"} and all(p["kind"] == "histogram" for p in usage)
     assert all(p["bounds"] == list(map(float, TOKEN_BUCKETS)) for p in usage)
-    sums = Counter()
+    sums: Counter[str] = Counter()
     for p in usage:
         assert p["attributes"]["gen_ai.agent.name"] == "claude-code"
         assert p["attributes"]["gen_ai.provider.name"] == "anthropic"
@@ -164,7 +164,7 @@ def test_fixture_session_as_logs_traces_and_metrics(
     assert sum(counter("agent_collector.sessions").values()) == expected["counts"]["session.start"]
     tools = counter("agent_collector.tool.calls")
     want = Counter((t["name"], t["status"]) for t in expected["tools"].values())
-    got = Counter()
+    got: Counter[tuple[str, str]] = Counter()
     for attrs, value in tools.items():
         d = dict(attrs)
         got[(d["gen_ai.tool.name"], d["tool.result.status"])] += value

@@ -109,13 +109,14 @@ def test_backend_down_while_1000_entries_flow(receiver: OtlpReceiver, tmp_path: 
     logs = assert_duplicates_identical(receiver.logs(), "event.id")
     assert sorted(logs) == [f"{i:032x}" for i in range(1000)], "every record arrived"
     spans = receiver.spans()
-    unique = {}
+    unique: dict[str, dict[str, Any]] = {}
     for span in spans:
         unique.setdefault(span["span_id"], span)
         assert unique[span["span_id"]] == span, "a duplicate span differs from the first copy"
     roots = [s for s in unique.values() if s["parent_id"] is None]
     assert sorted(r["attributes"]["gen_ai.turn.id"] for r in roots) == sorted(f"turn-{t}" for t in range(100))
-    assert sum(int(s["attributes"].get("gen_ai.usage.input_tokens", 0)) for s in unique.values()) == 100 * 100
+    tokens_in = [int(s["attributes"].get("gen_ai.usage.input_tokens", 0)) for s in unique.values()]
+    assert sum(tokens_in) == 100 * 100
     points = receiver.latest_metric_points()
     tokens = [p for p in points if p["name"] == "gen_ai.client.token.usage"]
     assert sum(p["sum"] for p in tokens if p["attributes"]["gen_ai.token.type"] == "input") == 100 * 100

@@ -131,8 +131,10 @@ def test_tokens_only_on_chat_spans() -> None:
     spans = build_spans(TurnInput("claude-code", S, "t1", turn_with_subagent()))
     with_tokens = [s for s in spans if any(k.startswith("gen_ai.usage.") for k in s.attributes)]
     assert {s.name for s in with_tokens} == {"chat claude-sonnet-4-5"}
-    assert sum(int(s.attributes.get("gen_ai.usage.input_tokens", 0)) for s in spans) == 350
-    assert sum(int(s.attributes.get("gen_ai.usage.output_tokens", 0)) for s in spans) == 35
+    inputs = [s.attributes.get("gen_ai.usage.input_tokens", 0) for s in spans]
+    outputs = [s.attributes.get("gen_ai.usage.output_tokens", 0) for s in spans]
+    assert sum(v for v in inputs if isinstance(v, int)) == 350
+    assert sum(v for v in outputs if isinstance(v, int)) == 35
 
 
 def test_ids_are_deterministic_and_order_independent() -> None:
