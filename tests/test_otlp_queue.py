@@ -13,7 +13,9 @@ import orjson
 from collector.exporters.base import Entry, ExportError
 from collector.exporters.queue import ACK_FILE, QueuedExporter, QueueOptions
 
-FAST = QueueOptions(max_batch=50, backoff_initial=0.01, backoff_max=0.05, tick_interval=0.05, drain_timeout=1.0)
+FAST = QueueOptions(
+    max_batch=50, backoff_initial=0.01, backoff_max=0.05, tick_interval=0.05, drain_timeout=1.0
+)
 
 
 class FakeBackend:
@@ -52,7 +54,10 @@ class FakeBackend:
 
 
 def entries(n: int, start: int = 0, session: str = "s1", pad: int = 0) -> list[Entry]:
-    return [{"event.id": f"{i:032x}", "gen_ai.session.id": session, "seq": i, "pad": "x" * pad} for i in range(start, start + n)]
+    return [
+        {"event.id": f"{i:032x}", "gen_ai.session.id": session, "seq": i, "pad": "x" * pad}
+        for i in range(start, start + n)
+    ]
 
 
 def wait_for(cond: Any, timeout: float = 10.0) -> None:
@@ -95,7 +100,11 @@ def test_backend_down_then_up_loses_nothing(tmp_path: Path) -> None:
     q.export(entries(300))
     wait_for(lambda: q.stats()["failures"] >= 3)
     stats = q.stats()
-    assert stats["backend_up"] is False and stats["queued"] == 300 and "connection refused" in stats["last_error"]
+    assert (
+        stats["backend_up"] is False
+        and stats["queued"] == 300
+        and "connection refused" in stats["last_error"]
+    )
     backend.down = False
     assert q.flush(10)
     assert [e["seq"] for e in backend.received] == list(range(300))
@@ -124,7 +133,9 @@ def test_restart_resumes_after_the_last_acknowledged_batch(tmp_path: Path) -> No
 def test_cap_drops_oldest_and_counts(tmp_path: Path) -> None:
     backend = FakeBackend()
     backend.down = True
-    opts = QueueOptions(max_batch=50, backoff_initial=0.01, backoff_max=0.05, segment_bytes=4096, drain_timeout=0.2)
+    opts = QueueOptions(
+        max_batch=50, backoff_initial=0.01, backoff_max=0.05, segment_bytes=4096, drain_timeout=0.2
+    )
     q = QueuedExporter(backend, tmp_path / "q", cap_bytes=20_000, options=opts)
     for i in range(0, 1000, 10):
         q.export(entries(10, i, pad=50))
@@ -189,7 +200,9 @@ def test_unexpected_exceptions_do_not_kill_delivery(tmp_path: Path) -> None:
             super().export(batch)
 
     backend = Buggy()
-    q = QueuedExporter(backend, tmp_path / "q", options=QueueOptions(max_batch=1, backoff_initial=0.01, backoff_max=0.01))
+    q = QueuedExporter(
+        backend, tmp_path / "q", options=QueueOptions(max_batch=1, backoff_initial=0.01, backoff_max=0.01)
+    )
     q.export(entries(3))
     assert q.flush(10)
     assert [e["seq"] for e in backend.received] == [1, 2]
