@@ -39,8 +39,8 @@ QWEN_MODEL = "qwen3-coder-plus"
 OPENCODE_MODEL = "fake/fake-model"
 DEAD_REGISTRY = "http://127.0.0.1:9/"  # OpenCode's background `npm install` of plugin deps fails fast here
 REAP_GRACE_S = 10.0  # how long children left in an agent's process group may run on after it exits
-CODEX_MARK_BEGIN = "# >>> agent-collector e2e harness (managed block) >>>"
-CODEX_MARK_END = "# <<< agent-collector e2e harness (managed block) <<<"
+CODEX_MARK_BEGIN = "# >>> agent-collector e2e harness: base config (top-level keys) >>>"
+CODEX_MARK_TABLES = "# >>> agent-collector e2e harness: base config (tables) >>>"
 
 
 @dataclass(frozen=True)
@@ -200,61 +200,87 @@ def _toml_str(value: str) -> str:
     return json.dumps(value)  # a JSON string is a valid TOML basic string
 
 
-def codex_config_block(workdir: Path, server: ServerLike) -> str:
-    return "\n".join(
-        [
-            CODEX_MARK_BEGIN,
-            f"model = {_toml_str(CODEX_MODEL)}",
-            'model_provider = "fake"',
-            'approval_policy = "never"',
-            'sandbox_mode = "danger-full-access"',
-            "check_for_update_on_startup = false",
-            "",
-            "[model_providers.fake]",
-            'name = "Fake local LLM"',
-            f"base_url = {_toml_str(server.url + '/v1')}",
-            'env_key = "FAKE_OPENAI_API_KEY"',
-            'wire_api = "responses"',
-            "request_max_retries = 1",
-            "stream_max_retries = 1",
-            "stream_idle_timeout_ms = 20000",
-            "",
-            "[features]",
-            "hooks = true",
-            "# plugins=true makes codex git-fetch https://github.com/openai/plugins.git (marketplace sync)",
-            "plugins = false",
-            "",
-            "[analytics]",
-            "enabled = false",
-            "",
-            "[feedback]",
-            "enabled = false",
-            "",
-            f"[projects.{_toml_str(str(workdir))}]",
-            'trust_level = "trusted"',
-            CODEX_MARK_END,
-            "",
-        ]
-    )
+def codex_top_level() -> list[str]:
+    return [
+        f"model = {_toml_str(CODEX_MODEL)}",
+        'model_provider = "fake"',
+        'approval_policy = "never"',
+        'sandbox_mode = "danger-full-access"',
+        "check_for_update_on_startup = false",
+    ]
+
+
+def codex_tables(workdir: Path, server: ServerLike) -> list[str]:
+    return [
+        "[model_providers.fake]",
+        'name = "Fake local LLM"',
+        f"base_url = {_toml_str(server.url + '/v1')}",
+        'env_key = "FAKE_OPENAI_API_KEY"',
+        'wire_api = "responses"',
+        "request_max_retries = 1",
+        "stream_max_retries = 1",
+        "stream_idle_timeout_ms = 20000",
+        "",
+        "[features]",
+        "hooks = true",
+        "# plugins=true makes codex git-fetch https://github.com/openai/plugins.git (marketplace sync)",
+        "plugins = false",
+        "",
+        "[analytics]",
+        "enabled = false",
+        "",
+        "[feedback]",
+        "enabled = false",
+        "",
+        *codex_project_table(workdir),
+    ]
+
+
+def codex_project_table(workdir: Path) -> list[str]:
+    return [f"[projects.{_toml_str(str(workdir))}]", 'trust_level = "trusted"']
 
 
 def _write_codex(home: Path, workdir: Path, server: ServerLike) -> None:
-    """config.toml: our managed block; anything outside it (e.g. an installer's ``notify``) is kept.
+    """``~/.codex/config.toml``, edited so that lines others add (e.g. the installer's ``notify``) stay.
 
-    Top-level keys written by others must precede our block (TOML puts keys after a table header into
-    that table), so text found before the block stays before it and text after it stays after it.
+    First write: our top-level keys go before the file's first table header (TOML puts keys written
+    after a header into that table) and our tables at the end. Later writes only update what can change
+    (the provider's ``base_url``, the project trust table) and leave every other line alone.
     """
     path = home / ".codex" / "config.toml"
     path.parent.mkdir(parents=True, exist_ok=True)
-    block = codex_config_block(workdir, server)
-    text = path.read_text() if path.is_file() else ""
-    if CODEX_MARK_BEGIN in text and CODEX_MARK_END in text:
-        before, rest = text.split(CODEX_MARK_BEGIN, 1)
-        after = rest.split(CODEX_MARK_END, 1)[1].lstrip("\n")
-        text = before + block + after
+    lines = path.read_text().splitlines() if path.is_file() else []
+    if CODEX_MARK_BEGIN in lines:
+        lines = _refresh_codex(lines, workdir, server)
     else:
-        text = text + ("\n" if text and not text.endswith("\n") else "") + block
-    path.write_text(text)
+        lines = _insert_codex(lines, workdir, server)
+    path.write_text("\n".join(lines).rstrip("\n") + "\n")
+
+
+def _is_table_header(line: str) -> bool:
+    return line.lstrip().startswith("[")
+
+
+def _insert_codex(lines: list[str], workdir: Path, server: ServerLike) -> list[str]:
+    first_table = next((i for i, line in enumerate(lines) if _is_table_header(line)), len(lines))
+    top = [CODEX_MARK_BEGIN, *codex_top_level(), ""]
+    tables = ["", CODEX_MARK_TABLES, *codex_tables(workdir, server)]
+    return lines[:first_table] + top + lines[first_table:] + tables
+
+
+def _refresh_codex(lines: list[str], workdir: Path, server: ServerLike) -> list[str]:
+    table = None
+    out = []
+    for line in lines:
+        if _is_table_header(line):
+            table = line.strip()
+        elif table == "[model_providers.fake]" and line.strip().startswith("base_url"):
+            line = f"base_url = {_toml_str(server.url + '/v1')}"
+        out.append(line)
+    project = codex_project_table(workdir)
+    if project[0] not in (line.strip() for line in out):
+        out += ["", *project]
+    return out
 
 
 def _write_gemini(home: Path, workdir: Path, server: ServerLike) -> None:

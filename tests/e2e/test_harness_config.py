@@ -67,6 +67,25 @@ def test_env_is_isolated(agent: str, tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert all(u.startswith("http://127.0.0.1:") for u in urls), urls
 
 
+def test_codex_rewrite_keeps_lines_added_inside_our_sections(tmp_path: Path) -> None:
+    home, work = tmp_path / "home", tmp_path / "work"
+    write_agent_config("codex", home, work, _Server())
+    config = home / ".codex" / "config.toml"
+    # what `agent-collector install --agent codex` does: a top-level key after our last one, a new table
+    text = config.read_text().replace(
+        "check_for_update_on_startup = false\n",
+        'check_for_update_on_startup = false\nnotify = ["hook", "notify"]\n',
+    )
+    config.write_text(text + '\n[hooks.state]\nx = "trusted"\n')
+    write_agent_config("codex", home, work, _Server("http://127.0.0.1:9999"))
+    write_agent_config("codex", home, tmp_path / "other", _Server("http://127.0.0.1:9999"))
+    data = tomllib.loads(config.read_text())
+    assert data["notify"] == ["hook", "notify"]
+    assert data["hooks"] == {"state": {"x": "trusted"}}
+    assert data["model_providers"]["fake"]["base_url"] == "http://127.0.0.1:9999/v1"
+    assert set(data["projects"]) == {str(work), str(tmp_path / "other")}
+
+
 def test_resume_flags() -> None:
     assert agent_command("claude-code", "p", True)[-1] == "--continue"
     assert agent_command("codex", "p", True)[1:4] == ["exec", "resume", "--last"]
