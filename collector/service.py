@@ -154,14 +154,12 @@ class Service:
         if self.config["jsonl"].get("enabled", True):
             self._jsonl = JsonlExporter(self.output_dir, self._store.get("exporter.jsonl", {}))
             self.exporters.append(self._jsonl)
-        otlp = self.config.get("otlp", {})
-        if otlp.get("enabled") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
-            try:
-                from collector.exporters.otlp_config import build_otlp_exporters
-            except ImportError:
-                log.error("OTLP export is configured but this build has no OTLP exporters")
-            else:
-                self.exporters.extend(build_otlp_exporters(otlp, os.environ, self.paths))
+        try:
+            from collector.exporters.otlp import build_otlp_exporters
+        except ImportError:  # a build without the OTLP extra
+            return
+        # Empty when neither the config file nor any OTEL_EXPORTER_OTLP_* variable names a backend.
+        self.exporters.extend(build_otlp_exporters(self.config.get("otlp", {}), os.environ, self.paths))
 
     # -- collection -------------------------------------------------------------------------------
 
