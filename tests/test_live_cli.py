@@ -14,10 +14,9 @@ import pytest
 from collector.cli.main import main
 from collector.ingest import IngestConfig, IngestServer
 
-NOW = time.time_ns()
 SESSIONS: list[dict[str, Any]] = [
     {"agent": "claude-code", "session_id": "3717dcf6-6ccc-43e1", "status": "waiting_for_input",
-     "status_since_unix_nano": NOW - 90 * 10**9, "workspace": "/work/shop", "input_tokens_today": 44176,
+     "workspace": "/work/shop", "input_tokens_today": 44176,
      "output_tokens_today": 62, "tool_calls_today": 1, "errors_today": 0},
     {"agent": "codex", "session_id": "01a22c23", "status": "closed", "workspace": "/work/api"},
 ]
@@ -25,6 +24,7 @@ SESSIONS: list[dict[str, Any]] = [
 
 @pytest.fixture
 def url() -> Iterator[str]:
+    SESSIONS[0]["status_since_unix_nano"] = time.time_ns() - 90 * 10**9  # waiting for 1m30s
     loop = asyncio.new_event_loop()
     server = IngestServer(lambda *a: None, set, lambda: {"sessions": SESSIONS}, IngestConfig(port=0))
     ready = threading.Event()
