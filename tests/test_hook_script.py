@@ -215,3 +215,59 @@ def test_live_mkdir_lock_holder_is_respected(tmp_path: Path) -> None:
     assert lockd.exists()
     assert not day_file(tmp_path, "opencode").exists()
     assert len(list((tmp_path / "opencode" / "pending").glob("*.json"))) == 1
+
+
+def _fuzz_cases(count: int) -> list[str]:
+    import random
+
+    rng = random.Random(7)
+
+    def value(depth: int = 0) -> object:
+        roll = rng.random()
+        if depth > 3 or roll < 0.3:
+            return rng.choice([1, -2.5, 0, 1e5, True, False, None, "s", 'q"u\\o\nte', "é中", "\t", ""])
+        if roll < 0.6:
+            return [value(depth + 1) for _ in range(rng.randint(0, 3))]
+        return {rng.choice(["a", 'b"', "c\\", "ü", ""]): value(depth + 1) for _ in range(rng.randint(0, 3))}
+
+    alphabet = list('{}[],:"\\ ntrufalse0123456789.-+eE\t') + ["\\u00", '\\"']
+    cases = []
+    for _ in range(count):
+        text = list(json.dumps(value(), ensure_ascii=rng.random() < 0.5))
+        if rng.random() < 0.7:  # break most of them a little
+            for _ in range(rng.randint(1, 3)):
+                i = rng.randint(0, max(0, len(text) - 1))
+                roll = rng.random()
+                if roll < 0.4 and text:
+                    del text[i]
+                elif roll < 0.8:
+                    text.insert(i, rng.choice(alphabet))
+                elif text:
+                    text[i] = rng.choice(alphabet)
+        cases.append("".join(text))
+    return cases
+
+
+def _strict_json(text: str) -> bool:
+    def no_constants(name: str) -> None:
+        raise ValueError(name)
+
+    try:
+        json.loads(text, parse_constant=no_constants)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+def test_json_check_agrees_with_python_on_fuzzed_payloads(tmp_path: Path) -> None:
+    cases = _fuzz_cases(80)
+    for case in cases:
+        run_hook(tmp_path, "fuzz", "E", stdin=case.encode())
+    lines = read_lines(day_file(tmp_path, "fuzz"))  # every line, valid input or not, is valid JSON
+    assert len(lines) == len(cases)
+    for case, line in zip(cases, lines, strict=True):
+        text = case.replace("\n", " ").strip()
+        if text and _strict_json(text):
+            assert line["payload"] == json.loads(text), case
+        else:
+            assert line["payload"] is None and ("payload_raw" in line) == bool(text), case
