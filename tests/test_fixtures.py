@@ -47,6 +47,15 @@ def test_fixture_case(case: Path, tmp_path: Path) -> None:
         ordered = sorted(entries, key=lambda e: e["time_unix_nano"])
         assert [e["session.status"] for e in ordered if e["event.name"] == "session.status"] == expected["statuses"]
 
+    for agent_id, parent in expected.get("subagents", {}).items():
+        inside = [e for e in entries if e.get("gen_ai.agent.id") == agent_id]
+        assert {"subagent.start", "subagent.end", "llm.response"} <= {e["event.name"] for e in inside}
+        assert {e.get("gen_ai.subagent.parent_tool_call.id") for e in inside} == {parent}
+        assert all(e["gen_ai.agent.scope"] == "subagent" for e in inside)
+    errors = [{k: e.get(k) for k in ("error.type", "http.response.status_code")}
+              for e in entries if e["event.name"] == "error"]
+    assert errors == expected.get("errors", []), "error entries"
+
     pairs = tool_pairs(entries)
     assert set(pairs) == set(expected["tools"])
     for call_id, want in expected["tools"].items():

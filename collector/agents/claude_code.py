@@ -40,7 +40,13 @@ def _parse_hook(record: RawRecord) -> list[AgentActivityEntry]:
     if handler is None:
         return []
     session = hook.get("session_id")
-    return handler(record, hook, session if isinstance(session, str) else None)
+    entries = handler(record, hook, session if isinstance(session, str) else None)
+    agent_id = hook.get("agent_id")
+    if isinstance(agent_id, str) and agent_id:  # the event happened inside a subagent
+        for entry in entries:
+            entry.attributes.setdefault("gen_ai.agent.scope", "subagent")
+            entry.attributes.setdefault("gen_ai.agent.id", agent_id)
+    return entries
 
 
 def _session_start(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
@@ -54,17 +60,34 @@ def _session_end(record: RawRecord, hook: HookEnvelope, session: str | None) -> 
 
 def _prompt(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
     prompt_id = hook.get("prompt_id")
-    attrs = {"gen_ai.turn.id": prompt_id, "gen_ai.input.messages": text_message("user", str(hook.get("prompt", "")))}
+    text = str(hook.get("prompt", ""))
+    attrs = {
+        "gen_ai.turn.id": prompt_id,
+        "gen_ai.input.messages": text_message("user", text),
+        "prompt.origin": "task-notification" if text.startswith("<task-notification>") else "user",
+    }
     return [hook_entry(record, hook, "user.prompt", session, prompt_id, attrs)]
 
 
+SUBAGENT_TOOLS = frozenset({"Agent", "Task"})
+
+
 def _tool_attrs(hook: HookEnvelope) -> dict[str, Any]:
+    name = hook.get("tool_name")
     return {
         "gen_ai.turn.id": hook.get("prompt_id"),
-        "gen_ai.tool.name": hook.get("tool_name"),
+        "gen_ai.tool.name": name,
+        "gen_ai.tool.type": "agent" if name in SUBAGENT_TOOLS else None,
         "gen_ai.tool.call.id": hook.get("tool_use_id"),
         "gen_ai.tool.call.arguments": hook.get("tool_input"),
     }
+
+
+def _subagent_of(response: Any) -> str | None:
+    """The subagent a Task/Agent tool started: its result names it."""
+    if isinstance(response, dict) and isinstance(response.get("agentId"), str):
+        return response["agentId"]
+    return None
 
 
 def _pre_tool(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
@@ -81,6 +104,7 @@ def _post_tool(record: RawRecord, hook: HookEnvelope, session: str | None) -> li
     else:
         attrs["tool.result.status"] = "success"
         attrs["gen_ai.tool.call.result"] = hook.get("tool_response")
+        attrs["gen_ai.subagent.id"] = _subagent_of(hook.get("tool_response"))
     return [hook_entry(record, hook, "tool.result", session, hook.get("tool_use_id"), attrs)]
 
 
@@ -101,18 +125,9 @@ def _subagent(record: RawRecord, hook: HookEnvelope, session: str | None) -> lis
     return [hook_entry(record, hook, name, session, attributes=attrs)]
 
 
-def _stop_failure(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
-    error = hook.get("error") or hook.get("error_type") or "stop_failure"
-    attrs = {
-        "gen_ai.turn.id": hook.get("prompt_id"),
-        "error.type": str(hook.get("error_type") or "api_error"),
-        "error.message": error if isinstance(error, str) else None,
-    }
-    return [hook_entry(record, hook, "error", session, attributes=attrs)]
-
-
 def _status_only(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
-    """Stop / Notification: no entry of their own; the status tracker reads the hook itself."""
+    """Stop, StopFailure, Notification, PreCompact: no entry of their own; the status tracker reads the
+    hook itself. The transcript holds the API error (with its status code) and the compaction."""
     return []
 
 
@@ -129,7 +144,7 @@ _HOOKS: dict[str, HookHandler] = {
     "SubagentStart": _subagent,
     "SubagentStop": _subagent,
     "PreCompact": _status_only,  # the transcript's compact_boundary is the compaction entry
-    "StopFailure": _stop_failure,
+    "StopFailure": _status_only,
     "Stop": _status_only,
     "Notification": _status_only,
 }
@@ -154,7 +169,9 @@ def _parse_transcript(record: RawRecord) -> list[AgentActivityEntry]:
 
 
 def _scope(data: dict[str, Any]) -> dict[str, Any]:
-    return {"gen_ai.agent.scope": "subagent"} if data.get("isSidechain") else {}
+    if not data.get("isSidechain") and not data.get("agentId"):  # subagent files mark every record
+        return {}
+    return {"gen_ai.agent.scope": "subagent", "gen_ai.agent.id": data.get("agentId")}
 
 
 def _user(record: RawRecord, data: dict[str, Any], session: str | None) -> list[AgentActivityEntry]:
@@ -165,7 +182,10 @@ def _user(record: RawRecord, data: dict[str, Any], session: str | None) -> list[
     if isinstance(content, str):
         if data.get("isMeta") or data.get("isCompactSummary"):
             return []
-        attrs = {"gen_ai.turn.id": turn, "gen_ai.input.messages": text_message("user", content), **_scope(data)}
+        if data.get("isSidechain"):
+            return []  # a subagent's task prompt: part of the parent's tool call, not a user turn
+        attrs = {"gen_ai.turn.id": turn, "gen_ai.input.messages": text_message("user", content),
+                 "prompt.origin": _origin(data)}
         return [native_entry(record, "user.prompt", time_ns, session, turn or data.get("uuid", ""), attrs)]
     if not isinstance(content, list):
         return []
@@ -174,10 +194,18 @@ def _user(record: RawRecord, data: dict[str, Any], session: str | None) -> list[
     results = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
     for block in results:
         entries.append(_tool_result(record, data, session, block, time_ns))
-    if texts and not results and not data.get("isMeta"):
-        attrs = {"gen_ai.turn.id": turn, "gen_ai.input.messages": text_message("user", "\n".join(texts))}
+    if texts and not results and not data.get("isMeta") and not data.get("isSidechain"):
+        attrs = {"gen_ai.turn.id": turn, "gen_ai.input.messages": text_message("user", "\n".join(texts)),
+                 "prompt.origin": _origin(data)}
         entries.append(native_entry(record, "user.prompt", time_ns, session, turn or data.get("uuid", ""), attrs))
     return entries
+
+
+def _origin(data: dict[str, Any]) -> str:
+    origin = data.get("origin")
+    if isinstance(origin, dict) and isinstance(origin.get("kind"), str):
+        return origin["kind"]
+    return "user"
 
 
 def _tool_result(
@@ -197,6 +225,7 @@ def _tool_result(
         attrs["error.message"] = result if isinstance(result, str) else None
     else:
         attrs["gen_ai.tool.call.result"] = result
+        attrs["gen_ai.subagent.id"] = _subagent_of(data.get("toolUseResult"))
     return native_entry(record, "tool.result", time_ns, session, str(tool_use_id), attrs)
 
 
@@ -206,8 +235,14 @@ def _assistant(record: RawRecord, data: dict[str, Any], session: str | None) -> 
     message_id = message.get("id")
     scope = _scope(data)
     if data.get("isApiErrorMessage") or data.get("error"):
-        text = _texts(message.get("content"))
-        attrs = {"error.type": str(data.get("error") or "api_error"), "error.message": text, **scope}
+        status = data.get("apiErrorStatus")
+        attrs = {
+            "error.type": str(data.get("apiErrorType") or data.get("error") or "api_error"),
+            "error.message": _texts(message.get("content")),
+            "http.response.status_code": int(status) if str(status).isdigit() else None,
+            "gen_ai.provider.name": PROVIDER,
+            **scope,
+        }
         return [native_entry(record, "error", time_ns, session, data.get("uuid", ""), attrs)]
     entries: list[AgentActivityEntry] = []
     if isinstance(message_id, str):
@@ -216,6 +251,7 @@ def _assistant(record: RawRecord, data: dict[str, Any], session: str | None) -> 
         if isinstance(block, dict) and block.get("type") == "tool_use":
             attrs = {
                 "gen_ai.tool.name": block.get("name"),
+                "gen_ai.tool.type": "agent" if block.get("name") in SUBAGENT_TOOLS else None,
                 "gen_ai.tool.call.id": block.get("id"),
                 "gen_ai.tool.call.arguments": block.get("input"),
                 "gen_ai.response.id": message_id,

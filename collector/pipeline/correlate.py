@@ -24,23 +24,18 @@ class _Session:
     tools: dict[str, list[Any]] = field(default_factory=dict)  # call id -> [name, time_ns]
     requests: dict[str, int] = field(default_factory=dict)  # request id -> time_ns
     last_ns: int = 0
+    subagents: dict[str, str] = field(default_factory=dict)  # subagent id -> the tool call that started it
+    launching: list[str] = field(default_factory=list)  # agent-type tool calls not yet tied to a subagent
 
 
 class Correlator:
     def __init__(self, state: dict[str, Any] | None = None) -> None:
         self._sessions: dict[str, _Session] = {}
         for key, raw in (state or {}).items():
-            self._sessions[key] = _Session(
-                raw.get("turn_times", []), raw.get("turn_ids", []), raw.get("tools", {}), raw.get("requests", {}),
-                raw.get("last_ns", 0),
-            )
+            self._sessions[key] = _Session(**{k: raw[k] for k in _FIELDS if k in raw})
 
     def state(self) -> dict[str, Any]:
-        return {
-            key: {"turn_times": s.turn_times, "turn_ids": s.turn_ids, "tools": s.tools, "requests": s.requests,
-                  "last_ns": s.last_ns}
-            for key, s in self._sessions.items()
-        }
+        return {key: {k: getattr(s, k) for k in _FIELDS} for key, s in self._sessions.items()}
 
     def apply(self, entry: dict[str, Any]) -> None:
         session_id = entry.get("gen_ai.session.id")
@@ -61,6 +56,7 @@ class Correlator:
             if turn:
                 entry["gen_ai.turn.id"] = turn
         self._pair(session, name, entry, time_ns)
+        self._link_subagent(session, name, entry)
 
     @staticmethod
     def _add_turn(session: _Session, time_ns: int, turn_id: str) -> None:
@@ -98,10 +94,36 @@ class Correlator:
             if time_ns > started_ns:
                 entry["duration_ms"] = (time_ns - started_ns) // 1_000_000
 
+    @staticmethod
+    def _link_subagent(session: _Session, name: str, entry: dict[str, Any]) -> None:
+        """Tie a subagent to the tool call that started it: the call's result names the subagent when the
+        agent says so; otherwise a subagent.start takes the oldest agent-type call still launching."""
+        call_id = entry.get("gen_ai.tool.call.id")
+        if name == "tool.call" and entry.get("gen_ai.tool.type") == "agent" and call_id:
+            if call_id not in session.launching and call_id not in session.subagents.values():
+                session.launching.append(call_id)
+                del session.launching[:-MAX_TURNS]
+        elif name == "tool.result" and entry.get("gen_ai.subagent.id") and call_id:
+            session.subagents[entry["gen_ai.subagent.id"]] = call_id
+            if call_id in session.launching:
+                session.launching.remove(call_id)
+        agent_id = entry.get("gen_ai.agent.id")
+        if not agent_id or entry.get("gen_ai.agent.scope") != "subagent":
+            return
+        if agent_id not in session.subagents and name == "subagent.start" and session.launching:
+            session.subagents[agent_id] = session.launching.pop(0)
+            _trim(session.subagents, MAX_CALLS)
+        parent = session.subagents.get(agent_id)
+        if parent and not entry.get("gen_ai.subagent.parent_tool_call.id"):
+            entry["gen_ai.subagent.parent_tool_call.id"] = parent
+
     def _evict(self) -> None:
         if len(self._sessions) > MAX_SESSIONS:
             oldest = min(self._sessions, key=lambda k: self._sessions[k].last_ns)
             del self._sessions[oldest]
+
+
+_FIELDS = ("turn_times", "turn_ids", "tools", "requests", "last_ns", "subagents", "launching")
 
 
 def _trim(mapping: dict[str, Any], limit: int) -> None:

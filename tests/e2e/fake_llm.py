@@ -83,7 +83,7 @@ class Conversation:
 
 @dataclass
 class Decision:
-    kind: str  # "text" | "tool"
+    kind: str  # "text" | "tool" | "error"
     text: str = ""
     tool: str = ""
     args: Json = field(default_factory=dict)
@@ -148,7 +148,28 @@ def _add_file_patch(path: str) -> str:
     return f"*** Begin Patch\n*** Add File: {path}\n{body}*** End Patch\n"
 
 
+API_ERROR_MARKER = "[fake-api-error]"  # a prompt holding this gets a non-retryable 400 from the model API
+SUBAGENT_TOOLS = ("Agent", "Task")  # Claude Code's subagent tool (named Task in older versions)
+SUBAGENT_PROMPT = "Please run `echo from-helper` in the shell and report what it printed."
+
+
+class ScriptedHTTPError(Exception):
+    """The script answers this model call with an HTTP error instead of a completion."""
+
+    def __init__(self, status: int, body: Json) -> None:
+        super().__init__(f"scripted HTTP {status}")
+        self.status = status
+        self.body = body
+
+
 def decide(conv: Conversation) -> Decision:
+    if API_ERROR_MARKER in conv.prompt:
+        return Decision("error", text="scripted invalid request: the prompt asked for an API error")
+    if "subagent" in conv.prompt.lower() and not conv.results_after_prompt:
+        tool = next((t for t in SUBAGENT_TOOLS if t in conv.tools), None)
+        if tool:
+            args = {"description": "Run a command", "prompt": SUBAGENT_PROMPT, "subagent_type": "general-purpose"}
+            return Decision("tool", tool=tool, args=args)
     if any(marker in conv.system for marker in BACKGROUND_MARKERS) or not conv.tools:
         return Decision("text", text=TITLE_TEXT if "title" in conv.system.lower() else BACKGROUND_TEXT)
     if conv.results_after_prompt:
@@ -688,6 +709,11 @@ class FakeLLMServer:
     ) -> Reply:
         conv = api.parse(body)
         decision = decide(conv)
+        if decision.kind == "error":
+            self._record({**request_meta, "api": api.name, "note": "decision=error", "decision": ["error"]},
+                         self.requests)
+            raise ScriptedHTTPError(400, {"type": "error", "error": {"type": "invalid_request_error",
+                                                                     "message": decision.text}})
         model = path_model or str(body.get("model") or "fake-model")
         stream = forced_stream if forced_stream is not None else bool(body.get("stream"))
         out_len = (
@@ -760,6 +786,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         try:
             reply = self.fake.handle_model_call(*routed, raw, body, self._meta(raw, body, record=False))
+        except ScriptedHTTPError as scripted:
+            self._send_json(scripted.status, scripted.body)
+            return
         except Exception:  # noqa: BLE001 - surface any scripting bug to the test, not to the agent's retries
             detail = traceback.format_exc()
             self.fake.errors.append(detail)

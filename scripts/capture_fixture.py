@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Capture a fixture from a REAL agent run: the pinned CLI (tests/e2e) against the fake model server,
+with the collector's own hooks installed by `agent-collector install`.
+
+    .venv/bin/python scripts/capture_fixture.py --agent claude-code --case failing_command \\
+        --turn 'Please run `cat /nonexistent/file-xyz` in the shell and tell me what happened.'
+    (a turn starting with '+' resumes the session in a new process)
+
+Writes tests/fixtures/<agent>/<case>/: home/<the agent's session files>, spool/<agent>/*.jsonl (what our
+hook wrote), response_usage.jsonl (the server's exact usage per reply). expected.json is written by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+
+from fake_llm import FakeLLMServer  # noqa: E402
+from harness import init_workdir, run_agent, write_agent_config  # noqa: E402
+from npm_agents import ensure_agents  # noqa: E402
+
+SESSION_GLOBS = {
+    "claude-code": [".claude/projects/*/*.jsonl", ".claude/projects/*/*/subagents/*.jsonl"],
+    "codex": [".codex/sessions/*/*/*/rollout-*.jsonl"],
+    "gemini-cli": [".gemini/tmp/*/chats/session-*.jsonl"],
+    "qwen-code": [".qwen/projects/*/chats/*.jsonl"],
+    "opencode": [".local/share/opencode/opencode.db*"],
+}
+
+
+def collector(home: Path, *args: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_COLLECTOR_")}
+    env.update(HOME=str(home), AGENT_COLLECTOR_HOME=str(home))
+    subprocess.run([sys.executable, "-m", "collector", *args], cwd=ROOT, env=env, check=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--agent", required=True, choices=sorted(SESSION_GLOBS))
+    ap.add_argument("--case", required=True)
+    ap.add_argument("--turn", action="append", required=True)
+    args = ap.parse_args()
+    ensure_agents()
+    dest = ROOT / "tests" / "fixtures" / args.agent / args.case
+    with tempfile.TemporaryDirectory(prefix=f"capture-{args.agent}-") as tmp:
+        home, work = Path(tmp) / "home", init_workdir(Path(tmp) / "work", git=True)
+        home.mkdir()
+        with FakeLLMServer() as server:
+            write_agent_config(args.agent, home, work, server)
+            collector(home, "install", "--agent", args.agent)
+            for turn in args.turn:
+                resume = turn.startswith("+")
+                result = run_agent(args.agent, home, work, server, turn.lstrip("+"), resume=resume)
+                print(f"turn rc={result.returncode}: {result.stdout[-300:]}", file=sys.stderr)
+            usage = list(server.responses)
+        if dest.exists():
+            shutil.rmtree(dest)
+        for pattern in SESSION_GLOBS[args.agent]:
+            for path in home.glob(pattern):
+                target = dest / "home" / path.relative_to(home)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(path, target)
+        spool = home / ".local" / "share" / "agent-collector" / "spool"
+        if spool.exists():
+            shutil.copytree(spool, dest / "spool", ignore=shutil.ignore_patterns(".lock", "pending"))
+        dest.mkdir(parents=True, exist_ok=True)
+        (dest / "response_usage.jsonl").write_text("".join(json.dumps(u) + "\n" for u in usage))
+    print(f"wrote {dest}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
