@@ -41,7 +41,9 @@ def test_fixture_case(case: Path, tmp_path: Path) -> None:
 
     truth = case / "response_usage.jsonl"
     if truth.exists() and truth.read_text().strip():
-        assert entry_tokens(entries) == truth_from_file(truth)
+        served, seen = truth_from_file(truth), entry_tokens(entries)
+        assert not seen - served, "every reported model call is one the server answered, with its exact numbers"
+        assert sum((served - seen).values()) == expected.get("unrecorded_model_calls", 0)
 
     if "statuses" in expected:
         ordered = sorted(entries, key=lambda e: e["time_unix_nano"])
