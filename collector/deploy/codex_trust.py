@@ -3,9 +3,10 @@ definition: ``[hooks.state."<hooks.json path>:<event_label>:<group>:<handler>"]`
 ``trusted_hash = "sha256:<hex>"`` (and ``enabled = false`` when the user disabled it in /hooks).
 
 The hash is Codex's ``command_hook_hash``: SHA-256 of the key-sorted compact JSON of
-``{"event_name", "matcher"?, "hooks": [{"type", "command", "timeout", "async", "statusMessage"?}]}``
-(as published for Codex 0.147; we cannot run Codex here to confirm 0.169). A matching hash means
-"trusted"; a different one means Codex will see the hook as modified and skip it; none means untrusted.
+``{"event_name", "matcher"?, "hooks": [{"type", "command", "timeout", "async", "statusMessage"?}]}``.
+Keys and hashes are checked against the real Codex CLI 0.169 (its app-server's ``hooks/list``, in
+tests/e2e/test_deploy_codex_trust.py). A matching hash means "trusted"; a different one means Codex will
+see the hook as modified and skip it; none means untrusted.
 The keys are positional, so moving our group within an event's list asks for trust again.
 We never write trust ourselves: trusting is the user's decision.
 """
