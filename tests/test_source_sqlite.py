@@ -1,0 +1,288 @@
+"""The sqlite source: read-only and WAL-aware, watermark + key positions, busy handling, restarts, and
+kill -9 of a collector process in the middle of a database being written."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from collector.definitions import load_definitions
+from collector.paths import Paths
+from collector.sources.base import Item
+from collector.sources.factory import BuildContext, build_sources
+from collector.sources.sqlite_rows import SqliteRows, TableSpec
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEC = [TableSpec("item", "updated", "id")]
+
+
+def make_db(path: Path, wal: bool = True) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, timeout=0)
+    if wal:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA wal_autocheckpoint=0")  # keep everything in the -wal file
+    conn.execute("CREATE TABLE item (id TEXT PRIMARY KEY, updated INTEGER, body TEXT)")
+    return conn
+
+
+def read(source: SqliteRows) -> list[Item]:
+    async def go() -> list[Item]:
+        return [item async for item in source.read()]
+
+    return asyncio.run(go())
+
+
+def rows(items: list[Item]) -> list[tuple[str, int]]:
+    return [(r.data["row"]["id"], r.data["row"]["updated"]) for r, _ in items if r is not None]
+
+
+def test_rows_still_in_the_wal_are_read(tmp_path: Path) -> None:
+    db = tmp_path / "a.db"
+    writer = make_db(db)
+    writer.executemany("INSERT INTO item VALUES (?, ?, ?)", [(f"r{i}", i, "x") for i in range(50)])
+    assert (tmp_path / "a.db-wal").stat().st_size > db.stat().st_size  # nothing checkpointed yet
+    items = read(SqliteRows("s", "a", str(db), SPEC, {}))
+    assert len(rows(items)) == 50
+    record = items[0][0]
+    assert record is not None and record.kind == "sqlite" and record.data["table"] == "item"
+    assert set(record.data["row"]) == {"id", "updated", "body"}  # the position aliases are not leaked
+    writer.close()
+
+
+def test_the_writer_is_never_blocked(tmp_path: Path) -> None:
+    """While the source is in the middle of a table, the agent can still commit with no busy wait."""
+    db = tmp_path / "a.db"
+    writer = make_db(db)
+    writer.executemany("INSERT INTO item VALUES (?, ?, ?)", [(f"r{i:03}", i, "x") for i in range(10)])
+    source = SqliteRows("s", "a", str(db), SPEC, {}, batch_rows=3)
+
+    async def go() -> list[str]:
+        seen = []
+        async for record, _ in source.read():
+            assert record is not None
+            seen.append(record.data["row"]["id"])
+            if len(seen) <= 5:  # the agent writes while we are between two rows of one page
+                writer.execute("INSERT INTO item VALUES (?, ?, ?)", (f"w{len(seen)}", 1000 + len(seen), "y"))
+        return seen
+
+    seen = asyncio.run(go())
+    assert seen == [f"r{i:03}" for i in range(10)] + [f"w{i}" for i in range(1, 6)]
+    writer.close()
+
+
+def test_watermark_ties_pages_and_updates(tmp_path: Path) -> None:
+    db = tmp_path / "a.db"
+    writer = make_db(db)
+    writer.executemany("INSERT INTO item VALUES (?, ?, ?)", [(f"r{i}", 7, "x") for i in range(5)])  # one tie
+    source = SqliteRows("s", "a", str(db), SPEC, {}, batch_rows=2)
+    first = read(source)
+    assert rows(first) == [(f"r{i}", 7) for i in range(5)]
+    assert first[-1][1].value == {"wm": 7, "key": "r4", "ino": db.stat().st_ino}
+    assert read(source) == []
+
+    writer.execute("UPDATE item SET updated = 9, body = 'done' WHERE id = 'r2'")  # a message completes
+    writer.execute("INSERT INTO item VALUES ('r5', 7, 'late')")  # same watermark, key after the last: read
+    again = read(source)
+    assert rows(again) == [("r5", 7), ("r2", 9)]
+    writer.close()
+
+
+def test_a_restart_continues_from_the_committed_position(tmp_path: Path) -> None:
+    db = tmp_path / "a.db"
+    writer = make_db(db)
+    writer.executemany("INSERT INTO item VALUES (?, ?, ?)", [(f"r{i}", i, "x") for i in range(4)])
+    items = read(SqliteRows("s", "a", str(db), SPEC, {}))
+    committed = {items[1][1].stream: items[1][1].value}  # the crash came after the second row's batch
+    writer.execute("INSERT INTO item VALUES ('r9', 99, 'x')")
+    resumed = read(SqliteRows("s", "a", str(db), SPEC, committed))
+    assert rows(resumed) == [("r2", 2), ("r3", 3), ("r9", 99)]
+    writer.close()
+
+
+def test_busy_is_counted_and_retried_next_cycle(tmp_path: Path) -> None:
+    db = tmp_path / "a.db"
+    writer = make_db(db, wal=False)  # a rollback-journal database: an exclusive writer locks readers out
+    writer.execute("INSERT INTO item VALUES ('r1', 1, 'x')")
+    writer.execute("BEGIN EXCLUSIVE")
+    writer.execute("INSERT INTO item VALUES ('r2', 2, 'x')")
+    source = SqliteRows("s", "a", str(db), SPEC, {}, busy_timeout_s=0.05)
+    assert read(source) == []
+    assert source.stats.extra["busy"] == 1 and source.stats.errors == 0
+    writer.execute("COMMIT")
+    assert rows(read(source)) == [("r1", 1), ("r2", 2)]
+    writer.close()
+
+
+def test_missing_then_replaced_database(tmp_path: Path) -> None:
+    db = tmp_path / "a.db"
+    source = SqliteRows("s", "a", str(db), SPEC, {})
+    assert read(source) == [] and source.stats.errors == 0  # the agent has not run yet
+    writer = make_db(db)
+    writer.execute("INSERT INTO item VALUES ('r1', 5, 'x')")
+    writer.close()
+    assert rows(read(source)) == [("r1", 5)]
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    keep = tmp_path / "keep.db"  # hold the old inode number so the new file cannot reuse it
+    keep.write_text("x")
+    writer = make_db(db)
+    writer.execute("INSERT INTO item VALUES ('r1', 1, 'x')")  # older watermark than we had
+    writer.close()
+    assert rows(read(source)) == [("r1", 1)]
+
+
+def test_a_broken_table_spec_is_an_error_not_a_crash(tmp_path: Path) -> None:
+    db = tmp_path / "a.db"
+    make_db(db).close()
+    source = SqliteRows("s", "a", str(db), [TableSpec("nope", "updated", "id")] + SPEC, {})
+    assert read(source) == []
+    assert source.stats.errors == 1 and "nope" in str(source.stats.last_error)
+
+
+def test_the_opencode_definition_builds_this_source(tmp_path: Path) -> None:
+    defn = load_definitions(None).agents["opencode"]
+    paths = Paths(home=tmp_path, config_dir=tmp_path / "c", data_dir=tmp_path / "d")
+    env_value = os.environ.pop("XDG_DATA_HOME", None)
+    try:
+        sources = build_sources(defn, BuildContext(paths, {}, 1 << 20))
+    finally:
+        if env_value is not None:
+            os.environ["XDG_DATA_HOME"] = env_value
+    (db_source,) = [s for s in sources if isinstance(s, SqliteRows)]
+    assert db_source.path == str(tmp_path / ".local/share/opencode/opencode.db")
+    assert [t.table for t in db_source.tables] == ["session", "message", "part"]
+
+
+# -- kill -9 of a real collector process ---------------------------------------------------------------
+
+OPENCODE_SCHEMA = """
+CREATE TABLE session (id TEXT PRIMARY KEY, directory TEXT, version TEXT, time_created INTEGER,
+                      time_updated INTEGER);
+CREATE TABLE message (id TEXT PRIMARY KEY, session_id TEXT, time_created INTEGER, time_updated INTEGER,
+                      data TEXT);
+CREATE TABLE part (id TEXT PRIMARY KEY, message_id TEXT, session_id TEXT, time_created INTEGER,
+                   time_updated INTEGER, data TEXT);
+"""
+
+
+def assistant(number: int) -> tuple[str, str, int, int, str]:
+    data = {
+        "role": "assistant",
+        "parentID": "msg_user",
+        "modelID": "m",
+        "providerID": "p",
+        "time": {"created": 1000 + number, "completed": 1001 + number},
+        "finish": "stop",
+        "tokens": {"input": number, "output": 1, "reasoning": 0, "cache": {"read": 0, "write": 0}},
+    }
+    return (f"msg_{number:05}", "ses_1", 1000 + number, 1001 + number, json.dumps(data))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def committed(state_db: Path, stream: str) -> dict[str, Any] | None:
+    if not state_db.exists():
+        return None
+    try:
+        with sqlite3.connect(f"file:{state_db}?mode=ro", uri=True, timeout=1) as conn:
+            row = conn.execute("SELECT value FROM positions WHERE stream = ?", (stream,)).fetchone()
+    except sqlite3.Error:
+        return None
+    return json.loads(row[0]) if row else None
+
+
+def output(data_dir: Path) -> list[dict[str, Any]]:
+    return [
+        json.loads(line)
+        for f in sorted((data_dir / "output").glob("activity-*.jsonl"))
+        for line in f.read_text().splitlines()
+        if line.strip()
+    ]
+
+
+@pytest.mark.timeout(120)
+def test_kill_9_while_the_database_grows(tmp_path: Path) -> None:
+    """A collector daemon reads an OpenCode database that is being written, is killed with SIGKILL after
+    committing some progress, and a fresh ``collect --once`` finishes: every row is reported exactly once,
+    and the restart reads only what was not committed."""
+    home = tmp_path / "home"
+    db = home / ".local" / "share" / "opencode" / "opencode.db"
+    db.parent.mkdir(parents=True)
+    writer = sqlite3.connect(db, isolation_level=None)
+    writer.execute("PRAGMA journal_mode=WAL")
+    writer.executescript(OPENCODE_SCHEMA)
+    writer.execute("INSERT INTO session VALUES ('ses_1', '/w', '1.18.33', 1000, 1000)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_COLLECTOR_", "XDG_"))}
+    env.update(
+        AGENT_COLLECTOR_HOME=str(home),
+        AGENT_COLLECTOR_INGEST__PORT=str(free_port()),
+        AGENT_COLLECTOR_COLLECTOR__POLL_INTERVAL_S="0.1",
+        AGENT_COLLECTOR_COLLECTOR__BATCH_SIZE="50",
+    )
+    data_dir = home / ".local" / "share" / "agent-collector"
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "collector", "run"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    total, number = 3000, 0
+    try:
+        deadline = time.monotonic() + 60
+        while committed(data_dir / "state" / "checkpoints.sqlite", "opencode:db:message") is None:
+            assert time.monotonic() < deadline and daemon.poll() is None, "the daemon made no progress"
+            batch = [assistant(n) for n in range(number, min(number + 100, total // 2))]
+            writer.executemany("INSERT INTO message VALUES (?, ?, ?, ?, ?)", batch)
+            number += len(batch)
+            time.sleep(0.05)
+        writer.executemany(
+            "INSERT INTO message VALUES (?, ?, ?, ?, ?)", [assistant(n) for n in range(number, total // 2)]
+        )  # more while it works
+        number = total // 2
+    finally:
+        os.kill(daemon.pid, signal.SIGKILL)
+        daemon.wait(timeout=10)
+    assert daemon.returncode == -signal.SIGKILL
+    before = committed(data_dir / "state" / "checkpoints.sqlite", "opencode:db:message")
+    assert before is not None
+
+    writer.executemany(
+        "INSERT INTO message VALUES (?, ?, ?, ?, ?)", [assistant(n) for n in range(number, total)]
+    )
+    writer.close()
+    done = subprocess.run(
+        [sys.executable, "-m", "collector", "collect", "--once"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+
+    entries = output(data_dir)
+    ids = Counter(e["event.id"] for e in entries)
+    assert max(ids.values()) == 1, "an entry was written twice"
+    responses = Counter(e["gen_ai.response.id"] for e in entries if e["event.name"] == "llm.response")
+    assert len(responses) == total and set(responses.values()) == {1}
+    status = json.loads((data_dir / "state" / "status.json").read_text())
+    reread = status["sources"]["opencode:db"]["records"]
+    assert total - number <= reread < total, "the restart must read what came later, and not everything"
