@@ -95,7 +95,8 @@ def settings_json_path(tmp: Path, server: FakeLLMServer) -> list[dict[str, Any]]
 
 
 @pytest.fixture
-def plugin_home(agent_home: AgentHome) -> tuple[AgentHome, Paths, int]:
+def plugin_home(e2e_agents_bin: Path, agent_home: AgentHome) -> tuple[AgentHome, Paths, int]:
+    """A throwaway home with the drop-in plugin (and the pinned agents installed)."""
     port = free_port()
     paths = resolve_paths(agent_home.home, env={})
     write_plugin("claude-code", SPEC, paths, port=port)
