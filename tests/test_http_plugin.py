@@ -183,3 +183,18 @@ def test_relay_falls_back_to_the_spool_when_the_daemon_is_down(paths: Paths) -> 
     assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
     (line,) = spooled(paths)
     assert line["event"] == "SessionStart" and line["payload"] == PAYLOAD
+
+
+def test_the_deploy_engine_installs_and_removes_the_plugin(paths: Paths) -> None:
+    from collector.definitions import load_definitions
+    from collector.definitions.loader import AgentDefinition
+    from collector.deploy import install_agent, integration_state, uninstall_agent
+    from collector.deploy.model import Action, State
+
+    base = load_definitions().agents["claude-code"]
+    defn = AgentDefinition("claude-code", {**base.raw, "integrations": [SPEC]}, base.files)
+    assert {c.action for c in install_agent(defn, paths)} == {Action.CREATE}
+    assert [s.state for s in integration_state(defn, paths)] == [State.IN_PLACE]
+    assert {c.action for c in install_agent(defn, paths)} == {Action.UNCHANGED}
+    assert {c.action for c in uninstall_agent(defn, paths)} == {Action.DELETE}
+    assert not (paths.home / ".claude").exists() or not any((paths.home / ".claude").rglob("*"))
