@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import queue
@@ -17,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from collector.ingest import IngestConfig, IngestServer
+from live_support import ThreadedIngest
 
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN_SRC = ROOT / "integrations" / "agentty"
@@ -83,35 +81,12 @@ def check_tree(tree: dict[str, Any]) -> None:
     assert len(ids) == len(set(ids)), "element ids must be unique"
 
 
-class FakeDaemon:
-    """The real ingest server in a thread, answering whatever sessions the test sets."""
+class FakeDaemon(ThreadedIngest):
+    """The real ingest server, answering whatever sessions the test sets."""
 
     def __init__(self) -> None:
         self.sessions: list[dict[str, Any]] = []
-        self.loop = asyncio.new_event_loop()
-        self.server = IngestServer(lambda *a: None, set, lambda: {"sessions": list(self.sessions)},
-                                   IngestConfig(port=0))
-        ready = threading.Event()
-
-        def run() -> None:
-            asyncio.set_event_loop(self.loop)
-            self.loop.run_until_complete(self.server.start())
-            ready.set()
-            self.loop.run_forever()
-
-        self.thread = threading.Thread(target=run, daemon=True)
-        self.thread.start()
-        ready.wait(5)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.port}"
-
-    def stop(self) -> None:
-        if self.loop.is_running():
-            asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(5)
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join(5)
+        super().__init__(snapshot=lambda: {"sessions": list(self.sessions)})
 
 
 class FakeHost:

@@ -3,15 +3,14 @@ and the real spool hook script."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from live_support import ThreadedIngest
 
 from collector.deploy.http_plugin import (
     COMMAND_ONLY_EVENTS,
@@ -25,7 +24,6 @@ from collector.deploy.http_plugin import (
     write_plugin,
 )
 from collector.deploy.model import DeployError
-from collector.ingest import IngestConfig, IngestServer
 from collector.paths import Paths
 
 SPEC = {"kind": "http_plugin_dir", "dir": "~/.claude/skills/agent-collector"}
@@ -121,28 +119,10 @@ def test_edits_follow_the_deploy_protocol(paths: Paths) -> None:
 
 # -- the SessionStart relay: a real sh, curl, daemon and spool hook script ---------------------------
 
-class Daemon:
+class Daemon(ThreadedIngest):
     def __init__(self) -> None:
         self.received: list[tuple[str, bytes]] = []
-        self.loop = asyncio.new_event_loop()
-        self.server = IngestServer(lambda a, b, t: self.received.append((a, b)), lambda: {"claude-code"},
-                                   dict, IngestConfig(port=0))
-        started = threading.Event()
-
-        def run() -> None:
-            asyncio.set_event_loop(self.loop)
-            self.loop.run_until_complete(self.server.start())
-            started.set()
-            self.loop.run_forever()
-
-        self.thread = threading.Thread(target=run, daemon=True)
-        self.thread.start()
-        started.wait(5)
-
-    def stop(self) -> None:
-        asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(5)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
+        super().__init__(lambda a, b, t: self.received.append((a, b)), frozenset({"claude-code"}))
 
 
 @pytest.fixture
@@ -172,7 +152,7 @@ def run_hook(command: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_relay_posts_to_a_running_daemon(paths: Paths, daemon: Daemon) -> None:
-    result = run_hook(session_start_command(paths, daemon.server.port))
+    result = run_hook(session_start_command(paths, daemon.port))
     assert (result.returncode, result.stdout) == (0, "")  # hooks never print
     assert [(a, json.loads(b)) for a, b in daemon.received] == [("claude-code", PAYLOAD)]
     assert spooled(paths) == []

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from live_support import ThreadedIngest
 
 from collector.cli.main import main
-from collector.ingest import IngestConfig, IngestServer
 
 SESSIONS: list[dict[str, Any]] = [
     {"agent": "claude-code", "session_id": "3717dcf6-6ccc-43e1", "status": "waiting_for_input",
@@ -25,23 +23,9 @@ SESSIONS: list[dict[str, Any]] = [
 @pytest.fixture
 def url() -> Iterator[str]:
     SESSIONS[0]["status_since_unix_nano"] = time.time_ns() - 90 * 10**9  # waiting for 1m30s
-    loop = asyncio.new_event_loop()
-    server = IngestServer(lambda *a: None, set, lambda: {"sessions": SESSIONS}, IngestConfig(port=0))
-    ready = threading.Event()
-
-    def run() -> None:
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(server.start())
-        ready.set()
-        loop.run_forever()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    ready.wait(5)
-    yield f"http://127.0.0.1:{server.port}"
-    asyncio.run_coroutine_threadsafe(server.stop(), loop).result(5)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(5)
+    daemon = ThreadedIngest(snapshot=lambda: {"sessions": SESSIONS})
+    yield daemon.url
+    daemon.stop()
 
 
 def test_sessions_table_hides_closed(url: str, capsys: pytest.CaptureFixture[str]) -> None:
