@@ -17,7 +17,7 @@ from collector.ingest.server import DEFAULT_PORT
 LABELS = {"waiting_for_input": "WAITING", "ready_for_review": "review", "error": "ERROR"}
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "sessions", help="live sessions: status, tokens, tool calls, errors (from the running daemon)",
         description="Asks the running daemon (loopback ingest server, GET /v1/sessions) for every session "
