@@ -124,19 +124,21 @@ RULES: dict[str, dict[str, Rule]] = {
         "AfterAgent": SETTLE,
         "SessionEnd": END,
     },
+    # OpenCode: bus events under their own type, plugin hooks under their hook name, as
+    # integrations/opencode/agent-collector.js spools them.
     "opencode": {
-        "event:session.created": START,
+        "session.created": START,
         "chat.message": PROMPT,
-        "event:session.status": When("state", frozenset({"busy", "retry"}), ACTIVITY, IGNORE),
+        "session.status": When("state", frozenset({"busy", "retry"}), ACTIVITY, IGNORE),
         "tool.execute.before": When("tool_name", frozenset({"question"}), ASK),
         "tool.execute.after": RESOLVE,
         "permission.ask": PERMISSION,
-        "event:permission.asked": PERMISSION,
-        "event:permission.updated": PERMISSION,
-        "event:permission.replied": RESOLVE,
-        "event:session.idle": SETTLE,
-        "event:session.error": FAIL,
-        "event:session.deleted": END,
+        "permission.asked": PERMISSION,
+        "permission.updated": PERMISSION,
+        "permission.replied": RESOLVE,
+        "session.idle": SETTLE,
+        "session.error": FAIL,
+        "session.deleted": END,
     },
 }
 
@@ -157,16 +159,14 @@ PAYLOAD_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
     "qwen-code": _CLAUDE_FIELDS,
     "codex": {**_CLAUDE_FIELDS, "session_id": ("session_id", "thread-id")},
     "gemini-cli": _CLAUDE_FIELDS,
-    "opencode": {
-        "session_id": ("input.sessionID", "input.properties.sessionID", "input.properties.info.id"),
-        "tool_name": ("input.tool", "input.properties.tool"),
-        "tool_call_id": ("input.callID", "input.tool.callID", "input.properties.callID",
-                         "input.properties.tool.callID"),
-        "wait_id": ("input.id", "input.properties.id", "input.properties.permissionID",
-                    "input.properties.requestID"),
+    "opencode": {  # bus events are {id, type, properties}; hooks are {input, output}
+        "session_id": ("properties.sessionID", "properties.info.id", "input.sessionID"),
+        "tool_name": ("input.tool", "properties.tool"),
+        "tool_call_id": ("input.callID", "properties.callID", "properties.tool.callID"),
+        "wait_id": ("properties.id", "properties.permissionID", "properties.requestID", "input.id"),
         "tool_input": ("output.args",),
-        "state": ("input.properties.status.type",),
-        "workspace": ("input.properties.info.directory",),
+        "state": ("properties.status.type",),
+        "workspace": ("properties.info.directory",),
     },
 }
 
