@@ -13,7 +13,11 @@ stamp=.venv/.installed-$(cat pyproject.toml | cksum | cut -d' ' -f1)
 if [ ! -f "$stamp" ]; then
     echo "== installing agent-collector[dev] into .venv" >&2
     .venv/bin/python -m pip install --quiet --upgrade pip >/dev/null 2>&1 || true
-    .venv/bin/python -m pip install --quiet -e '.[dev]'
+    if ! .venv/bin/python -m pip install --quiet -e '.[dev]' > .venv/pip-install.log 2>&1; then
+        cat .venv/pip-install.log >&2
+        echo "pip install failed (log above)" >&2
+        exit 1
+    fi
     rm -f .venv/.installed-* && touch "$stamp"
 fi
 echo "== pytest" >&2
