@@ -102,7 +102,7 @@ def test_two_turns_resumed_in_a_new_process(
     pairs = check_common(entries, fake_llm, turns=2)
     assert sorted(status for _, _, status in pairs.values()) == ["success", "success"]
     assert tool_names(entries) == ["run_shell_command", "write_file"]
-    starts = sorted(e.get("session.source") for e in entries if e["event.name"] == "session.start")
+    starts = sorted(str(e.get("session.source")) for e in entries if e["event.name"] == "session.start")
     assert starts == ["resume", "startup"]
     assert sum(e["event.name"] == "session.end" for e in entries) == 2
 
