@@ -50,6 +50,8 @@ def sandbox(tmp_path: Path) -> tuple[Path, dict[str, str]]:
         "XDG_STATE_HOME": str(home / ".local" / "state"),
         "XDG_CACHE_HOME": str(home / ".cache"),
         "PIP_CACHE_DIR": str(PIP_CACHE),
+        "PIP_DEFAULT_TIMEOUT": "15",  # a network problem fails the test fast instead of hanging it
+        "PIP_RETRIES": "1",
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "AGENT_COLLECTOR_INGEST__PORT": str(free_port()),
     })
@@ -78,6 +80,7 @@ def our_processes(marker: str) -> list[int]:
     return found
 
 
+@pytest.mark.timeout(400)
 def test_install_upgrade_uninstall_in_a_throwaway_home(sandbox: tuple[Path, dict[str, str]]) -> None:
     home, env = sandbox
     data = home / ".local" / "share" / "agent-collector"

@@ -213,6 +213,10 @@ def test_the_daemon_runs_the_watchdog(env: tuple[Path, Paths]) -> None:
         wait_for(lambda: json.loads(status_file(paths).read_text())["repairs_total"] == 1, timeout=5)
     finally:
         daemon.send_signal(signal.SIGTERM)
-        _, err = daemon.communicate(timeout=20)
+        try:
+            _, err = daemon.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            daemon.kill()  # never leave it behind
+            _, err = daemon.communicate()
     assert daemon.returncode == 0, err.decode()[-2000:]
     assert b"put back" in err
