@@ -6,13 +6,16 @@ systemd unit and the launchd plist rendered from the templates, checked by syste
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import plistlib
 import shutil
+import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -38,7 +41,7 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def sandbox(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+def sandbox(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
     home = make_home(tmp_path)
     (home / ".profile").write_text(PROFILE)
     drop = ("AGENT_COLLECTOR_", "XDG_", "VIRTUAL_ENV")
@@ -55,7 +58,10 @@ def sandbox(tmp_path: Path) -> tuple[Path, dict[str, str]]:
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "AGENT_COLLECTOR_INGEST__PORT": str(free_port()),
     })
-    return home, env
+    yield home, env
+    for pid in our_processes(str(home)):  # a failed test must not leave its daemon running
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def sh(script: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
