@@ -27,11 +27,21 @@ def clear_env(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-def make_home(root: Path, agents: list[str] | None = None) -> Path:
+def make_home(root: Path, agents: list[str] | None = None, comments: bool = False) -> Path:
+    """A HOME with the agents' real config files; ``comments`` adds JSONC comments where the agent
+    allows them (Gemini CLI and Qwen Code read their settings.json as JSONC)."""
     home = root / "home"
     home.mkdir(parents=True, exist_ok=True)
     for agent in agents or AGENTS:
         shutil.copytree(FIXTURES / agent / "home", home, dirs_exist_ok=True)
+    if comments:
+        for rel in (".gemini/settings.json", ".qwen/settings.json"):
+            path = home / rel
+            if path.exists():
+                text = path.read_text()
+                commented = '  // my hooks, keep them\n  "hooks": { /* foreign ones first */'
+                text = text.replace('  "hooks": {', commented, 1)
+                path.write_text("// settings edited by hand\n" + text)
     return home
 
 

@@ -106,13 +106,22 @@ def test_uninstall_after_install_is_byte_identical(env: tuple[Path, Paths], agen
     assert integration_state(defn, paths)[0].state is State.MISSING
 
 
-def test_all_agents_install_twice_then_uninstall_is_byte_identical(env: tuple[Path, Paths]) -> None:
-    home, paths = env
+def test_all_agents_install_twice_then_uninstall_is_byte_identical(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clear_env(monkeypatch)
+    home = make_home(tmp_path, comments=True)
+    paths = paths_for(home)
+    assert "// my hooks" in (home / ".qwen" / "settings.json").read_text()
     original = agent_snapshot(home, paths)
     defs = definitions()
     for defn in defs.values():
         install_agent(defn, paths)
     once = agent_snapshot(home, paths)
+    for rel in (".gemini/settings.json", ".qwen/settings.json"):  # comments kept, hooks added
+        text = (home / rel).read_text()
+        assert "// my hooks, keep them" in text and "/* foreign ones first */" in text
+        assert "agent-collector-hook.sh" in text
     for defn in defs.values():
         install_agent(defn, paths)
     assert agent_snapshot(home, paths) == once

@@ -42,7 +42,7 @@ def free_port() -> int:
 
 @pytest.fixture
 def sandbox(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
-    home = make_home(tmp_path)
+    home = make_home(tmp_path, comments=True)
     (home / ".profile").write_text(PROFILE)
     drop = ("AGENT_COLLECTOR_", "XDG_", "VIRTUAL_ENV")
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
