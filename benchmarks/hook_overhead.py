@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import tempfile
@@ -49,7 +50,8 @@ def main() -> None:
     args = ap.parse_args()
     body = payload()
     with tempfile.TemporaryDirectory() as spool:
-        hook = f"sh '{__import__('os').environ.get('HOOK', ROOT / 'hooks' / 'agent-collector-hook.sh')}' claude-code PostToolUse '{spool}'"
+        script = os.environ.get("HOOK", str(ROOT / "hooks" / "agent-collector-hook.sh"))  # HOOK: try another
+        hook = f"sh '{script}' claude-code PostToolUse '{spool}'"
         base = timed("true", body, args.n)
         hooked = timed(hook, body, args.n)
         lines = sum(p.read_bytes().count(b"\n") for p in Path(spool).rglob("*.jsonl"))

@@ -58,7 +58,6 @@ def main() -> None:
                 tool_id = f"toolu_lat_{i:05d}"
                 payload = {"session_id": "lat-session", "hook_event_name": "PreToolUse", "tool_name": "Bash",
                            "tool_use_id": tool_id, "tool_input": {"command": "true"}, "cwd": tmp}
-                started = time.perf_counter()
                 subprocess.run(["sh", str(HOOK), "claude-code", "PreToolUse", str(spool)],
                                input=json.dumps(payload).encode(), check=False)
                 appended = time.perf_counter()

@@ -9,6 +9,7 @@ the poll interval passes, until SIGTERM/SIGINT, then flushes and stops.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import getpass
 import logging
@@ -137,7 +138,8 @@ class Service:
             agents[agent_id] = AgentSettings(parser, bool(capture), defn.raw.get("provider"),
                                              path_fields)
         col = self.config["collector"]
-        resource = {"user.id": col.get("user_id") or _login(), "host.name": col.get("host_name") or socket.gethostname()}
+        resource = {"user.id": col.get("user_id") or _login(),
+                    "host.name": col.get("host_name") or socket.gethostname()}
         correlator = Correlator(self._store.get("correlator", {}))
         if "status" not in self.components:
             self.components["status"] = _status_tracker()
@@ -263,10 +265,8 @@ class Service:
             while not self._stop.is_set():
                 self._wake.clear()
                 await self.collect_once()
-                try:
+                with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout=interval)
-                except TimeoutError:
-                    pass
         finally:
             for task in self._tasks:
                 task.cancel()

@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
+from support import collect, make_paths
 
 from collector.config import DEFAULTS, load_config
 from collector.pipeline.masking import mask_text
-from support import collect, make_paths
 
 # One real-looking value per kind (none of them is a live credential).
 SECRETS = {
@@ -30,7 +30,8 @@ SECRETS = {
     "slack_token": "xoxb-123456789012-1234567890123-T3stK3yAbCdEfGhIjKlMnOp",
     "slack_webhook": "https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX",
     "stripe_key": "sk_live_51T3stK3yAbCdEfGhIjKlMnOpQr",
-    "jwt": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+    "jwt": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0."
+           "dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
     "bearer": "Authorization: Bearer T3stB3arerT0kenValue1234567890",
     "url_password": "postgres://admin:Sup3rS3cretPw@db.internal:5432/app",
     "password_assignment": "password=Sup3rS3cretPw2",

@@ -239,7 +239,7 @@ def _assistant(record: RawRecord, data: dict[str, Any], session: str | None) -> 
         attrs = {
             "error.type": str(data.get("apiErrorType") or data.get("error") or "api_error"),
             "error.message": _texts(message.get("content")),
-            "http.response.status_code": int(status) if str(status).isdigit() else None,
+            "http.response.status_code": int(str(status)) if str(status).isdigit() else None,
             "gen_ai.provider.name": PROVIDER,
             **scope,
         }

@@ -6,13 +6,12 @@ import argparse
 import sys
 
 from collector.cli.common import add_home, add_json, paths_from, print_json, print_table
-from collector.definitions import detect, load_definitions
+from collector.definitions import AgentDefinition, LoadResult, detect, load_definitions
+from collector.deploy import integration_state
+from collector.paths import Paths
 
-# Other modules add agent subcommands (enable/disable) here: name -> (configure parser, handler).
-EXTRA_SUBCOMMANDS: dict[str, tuple[object, object]] = {}
 
-
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("agents", help="list known agents and detect installed ones",
                                    description="Agent definitions come from agents.d/*.json in the package and "
                                    "from <config dir>/agents.d/*.json (same id deep-merges, new id adds).")
@@ -28,18 +27,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     _register_extra(sub)
 
 
-def _register_extra(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    try:
-        from collector.cli import deploy_cmd
-    except ImportError:
-        return
-    hook = getattr(deploy_cmd, "register_agent_subcommands", None)
-    if hook is not None:
-        hook(sub)
+def _register_extra(sub: argparse._SubParsersAction) -> None:
+    from collector.cli import deploy_cmd  # enable / disable live with install / uninstall
+
+    deploy_cmd.register_agent_subcommands(sub)
 
 
-def _problems(result: object) -> None:
-    for problem in getattr(result, "problems", []):
+def _problems(result: LoadResult) -> None:
+    for problem in result.problems:
         sys.stderr.write(f"warning: agent definition skipped: {problem}\n")
 
 
@@ -81,18 +76,12 @@ def cmd_detect(args: argparse.Namespace) -> int:
     return 0
 
 
-def _integration_notes(agents: dict, paths: object) -> dict[str, list[dict]]:  # type: ignore[type-arg]
-    """Integration state per agent (in place, missing, untrusted...) from the deploy package, if present."""
-    try:
-        from collector.deploy import integration_state  # type: ignore[attr-defined]
-    except ImportError:
-        return {}
-    out: dict[str, list[dict]] = {}  # type: ignore[type-arg]
+def _integration_notes(agents: dict[str, AgentDefinition], paths: Paths) -> dict[str, list[dict[str, str]]]:
+    """Integration state per agent: in place, missing, modified by someone else, untrusted (Codex)..."""
+    out: dict[str, list[dict[str, str]]] = {}
     for agent_id, defn in agents.items():
         try:
-            states = integration_state(defn, paths)
-        except Exception as exc:  # noqa: BLE001 - detection must not fail on one agent
+            out[agent_id] = [s.as_dict() for s in integration_state(defn, paths)]
+        except Exception as exc:  # noqa: BLE001 - one agent's broken config must not hide the others
             out[agent_id] = [{"summary": f"error: {exc}"}]
-            continue
-        out[agent_id] = [s.as_dict() if hasattr(s, "as_dict") else dict(s) for s in states]
     return out

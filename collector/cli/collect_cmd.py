@@ -13,7 +13,7 @@ from collector.config import ConfigError
 from collector.service import AlreadyRunning, Service
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     run = subparsers.add_parser(
         "run", help="run the collector daemon in the foreground",
         description="Collect continuously: follow hook spools, transcripts and databases of every enabled agent, "

@@ -9,7 +9,7 @@ from collector.cli.common import add_home, fail, paths_from, print_json
 from collector.config import DEFAULT_FILE, ConfigError, load_config
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("config", help="show paths and effective configuration, or write a default file")
     sub = parser.add_subparsers(dest="config_command", required=True, metavar="COMMAND")
     show = sub.add_parser("show", help="paths and the configuration in effect (file + environment)")

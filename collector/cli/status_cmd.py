@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import time
 from typing import Any
@@ -13,7 +14,7 @@ from collector.cli.common import add_home, add_json, paths_from, print_json, pri
 from collector.paths import Paths
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("status", help="service state, agents, sources and exporters",
                                    description="Reads the status the daemon (or the last collect) wrote.")
     add_home(parser)
@@ -55,19 +56,15 @@ def _holds_lock(paths: Paths) -> bool:
 
 def read_status(paths: Paths) -> dict[str, Any]:
     status: dict[str, Any] = {}
-    try:
+    with contextlib.suppress(OSError, orjson.JSONDecodeError):
         status = orjson.loads((paths.state_dir / "status.json").read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        pass
     pid = _daemon_pid(paths)
     status["service"] = {"running": pid is not None, "pid": pid}
     for extra in ("watchdog", "service"):
         path = paths.state_dir / f"{extra}.json"
         if extra != "service" and path.exists():
-            try:
+            with contextlib.suppress(orjson.JSONDecodeError):
                 status[extra] = orjson.loads(path.read_bytes())
-            except orjson.JSONDecodeError:
-                pass
     return status
 
 

@@ -35,7 +35,7 @@ class SourceStats:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        out = {k: getattr(self, k) for k in self.__slots__ if k != "extra"}  # type: ignore[attr-defined]
+        out = {k: getattr(self, k) for k in self.__slots__ if k != "extra"}
         out.update(self.extra)
         return out
 
