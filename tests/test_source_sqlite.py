@@ -286,3 +286,14 @@ def test_kill_9_while_the_database_grows(tmp_path: Path) -> None:
     status = json.loads((data_dir / "state" / "status.json").read_text())
     reread = status["sources"]["opencode:db"]["records"]
     assert total - number <= reread < total, "the restart must read what came later, and not everything"
+
+
+def test_rows_without_a_watermark_are_not_read_over_and_over(tmp_path: Path) -> None:
+    db = tmp_path / "a.db"
+    writer = make_db(db)
+    writer.execute("INSERT INTO item VALUES ('r0', NULL, 'x')")
+    source = SqliteRows("s", "a", str(db), SPEC, {})
+    assert read(source) == [] and read(source) == []
+    writer.execute("INSERT INTO item VALUES ('r1', 3, 'x')")
+    assert rows(read(source)) == [("r1", 3)] and read(source) == []
+    writer.close()

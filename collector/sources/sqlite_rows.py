@@ -148,7 +148,9 @@ class SqliteRows:
         wm, key = _quote(spec.watermark), "rowid" if spec.key == "rowid" else _quote(spec.key)
         sql = f"SELECT {wm} AS {WM}, {key} AS {KEY}, {cols} FROM {_quote(spec.table)}"
         params: tuple[Any, ...] = ()
-        if state.wm is not None:
+        if state.wm is None:
+            sql += f" WHERE {wm} IS NOT NULL"  # a row without a watermark cannot be tracked: never read
+        else:
             sql += f" WHERE {wm} > ? OR ({wm} = ? AND {key} > ?)"
             params = (state.wm, state.wm, state.key)
         sql += f" ORDER BY {wm}, {key} LIMIT {int(self.batch_rows)}"
