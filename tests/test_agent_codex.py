@@ -151,3 +151,14 @@ def test_each_process_of_a_resumed_thread_starts_and_ends_once() -> None:
 def test_notify_and_stop_make_no_entries() -> None:
     hooks = [r for r in records("tool_then_answer", "hook") if r.data["event"] in ("notify", "Stop")]
     assert len(hooks) == 2 and all(codex.parse(r) == [] for r in hooks)
+
+
+def test_a_second_pass_writes_nothing_twice(tmp_path: Path) -> None:
+    """A restart over the same files and spool (hooks and agent files both read again) adds nothing."""
+    from support import assert_no_duplicates, collect, prepare_fixture
+
+    paths = prepare_fixture(Path(__file__).parent / "fixtures" / "codex" / "two_turns_resume", tmp_path)
+    first = collect(paths)
+    second = collect(paths)
+    assert len(first) == len(second) > 0
+    assert_no_duplicates(second)

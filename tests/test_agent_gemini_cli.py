@@ -194,3 +194,14 @@ def test_tool_status(status: str, output: str | None, want: str) -> None:
         )
     )
     assert [e.attributes["tool.result.status"] for e in entries if e.name == "tool.result"] == [want]
+
+
+def test_a_second_pass_writes_nothing_twice(tmp_path: Path) -> None:
+    """A restart over the same files and spool (hooks and agent files both read again) adds nothing."""
+    from support import assert_no_duplicates, collect, prepare_fixture
+
+    paths = prepare_fixture(Path(__file__).parent / "fixtures" / "gemini-cli" / "two_turns_resume", tmp_path)
+    first = collect(paths)
+    second = collect(paths)
+    assert len(first) == len(second) > 0
+    assert_no_duplicates(second)

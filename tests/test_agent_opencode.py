@@ -209,3 +209,14 @@ def test_older_capture_event_names_are_understood() -> None:
         1,
     )
     assert [e.id for e in opencode.parse(old)] == [e.id for e in opencode.parse(line)]
+
+
+def test_a_second_pass_writes_nothing_twice(tmp_path: Path) -> None:
+    """A restart over the same files and spool (hooks and agent files both read again) adds nothing."""
+    from support import assert_no_duplicates, collect, prepare_fixture
+
+    paths = prepare_fixture(Path(__file__).parent / "fixtures" / "opencode" / "two_turns_resume", tmp_path)
+    first = collect(paths)
+    second = collect(paths)
+    assert len(first) == len(second) > 0
+    assert_no_duplicates(second)

@@ -101,3 +101,14 @@ def test_no_session_end_is_invented() -> None:
     entries = run(records("two_turns_resume", "hook"), records("two_turns_resume", "transcript"))
     assert not by_name(entries, "session.end")
     assert len(by_name(entries, "session.start")) == 2
+
+
+def test_a_second_pass_writes_nothing_twice(tmp_path: Path) -> None:
+    """A restart over the same files and spool (hooks and agent files both read again) adds nothing."""
+    from support import assert_no_duplicates, collect, prepare_fixture
+
+    paths = prepare_fixture(Path(__file__).parent / "fixtures" / "qwen-code" / "two_turns_resume", tmp_path)
+    first = collect(paths)
+    second = collect(paths)
+    assert len(first) == len(second) > 0
+    assert_no_duplicates(second)
