@@ -7,9 +7,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from support import FIXTURES, collect, make_paths
 
 from collector.config import ConfigError, agent_setting, load_config
-from support import FIXTURES, collect, make_paths
 
 
 def test_file_then_environment(tmp_path: Path) -> None:

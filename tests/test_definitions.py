@@ -7,8 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from collector.definitions import detect, load_definitions
 from support import ROOT, make_paths
+
+from collector.definitions import detect, load_definitions
 
 
 def test_builtin_definitions_are_valid() -> None:

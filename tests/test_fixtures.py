@@ -8,7 +8,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from support import (
     FIXTURES,
     assert_no_duplicates,

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 from fake_llm import FakeLLMServer
 from harness import AgentHome, describe, run_scenario, write_agent_config
-
 from support import (
     ROOT,
     assert_no_duplicates,
