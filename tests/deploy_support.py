@@ -49,10 +49,24 @@ def paths_for(home: Path) -> Paths:
     return resolve_paths(home, env={})
 
 
-def definitions() -> dict[str, AgentDefinition]:
+def definitions(variant: dict[str, str] | None = None) -> dict[str, AgentDefinition]:
+    """The built-in definitions. Claude Code's default integration is the drop-in plugin; these tests
+    exercise its settings.json variant (the plugin has its own tests) unless told otherwise."""
     result = load_definitions()
     assert not result.problems, result.problems
-    return result.agents
+    chosen = {"claude-code": "settings", **(variant or {})}
+    agents = dict(result.agents)
+    for agent_id, name in chosen.items():
+        raw = {**agents[agent_id].raw, "integration_variant": name}
+        agents[agent_id] = AgentDefinition(agent_id, raw, agents[agent_id].files)
+    return agents
+
+
+def choose_settings_variant(paths: Paths) -> None:
+    """What a user does to keep Claude Code on settings.json hooks instead of the drop-in plugin."""
+    paths.agents_override_dir.mkdir(parents=True, exist_ok=True)
+    (paths.agents_override_dir / "claude-code.json").write_text(
+        '{"id": "claude-code", "integration_variant": "settings"}\n')
 
 
 def definition(raw: dict[str, Any]) -> AgentDefinition:

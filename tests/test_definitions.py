@@ -32,7 +32,7 @@ def test_override_deep_merges_and_new_id_adds(tmp_path: Path) -> None:
     assert claude.content_capture is True
     assert claude.raw["detect"]["paths"] == ["/opt/claude"]
     assert claude.raw["detect"]["commands"] == ["claude"], "sibling keys survive the merge"
-    assert claude.integrations[0]["kind"] == "settings_hooks"
+    assert claude.integrations[0]["kind"] == "http_plugin_dir", "the default variant: the drop-in plugin"
     assert result.agents["my-agent"].name == "Mine"
 
 

@@ -60,7 +60,8 @@ def test_one_broken_agent_fails_the_exit_code_but_the_others_install(
     captured = capsys.readouterr()
     assert "error: gemini-cli: error" in captured.err and "settings.json" in captured.err
     assert "agent-collector-hook.sh" in (home / ".qwen" / "settings.json").read_text()
-    assert "agent-collector-hook.sh" in (home / ".claude" / "settings.json").read_text()
+    plugin = home / ".claude" / "skills" / "agent-collector" / ".claude-plugin" / "plugin.json"
+    assert json.loads(plugin.read_text())["metadata"]["managedBy"] == "agent-collector"  # the default variant
 
 
 def test_unknown_agent_is_a_usage_error(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -90,3 +91,18 @@ def test_disable_uninstalls_and_install_then_skips_until_enable(
     assert "disabled by you" in capsys.readouterr().err
     assert main(["agents", "enable", "qwen-code", "--home", str(home)]) == 0
     assert not is_disabled(paths, "qwen-code") and b"agent-collector-hook.sh" in settings.read_bytes()
+
+
+def test_install_agent_agentty_copies_the_panel_only_when_agentty_is_present(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = home / ".agentty" / "plugins" / "agent-collector"
+    assert main(["install", "--home", str(home), "--agent", "agentty"]) == 0
+    assert not target.exists(), "no Agentty here: nothing copied"
+    (home / ".agentty").mkdir()
+    assert main(["install", "--home", str(home), "--agent", "agentty"]) == 0
+    assert (target / "agentty_panel.py").exists()
+    assert not (home / ".claude" / "skills").exists(), "--agent agentty installs the panel alone"
+    assert main(["uninstall", "--home", str(home), "--agent", "agentty"]) == 0
+    assert not target.exists()
+    assert "agentty" in capsys.readouterr().out

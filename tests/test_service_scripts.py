@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from deploy_support import agent_snapshot, make_home, snapshot
+from deploy_support import agent_snapshot, choose_settings_variant, make_home, snapshot
 
 from collector.deploy.units import render_launchd, render_systemd
 from collector.paths import Paths
@@ -92,6 +92,7 @@ def test_install_upgrade_uninstall_in_a_throwaway_home(sandbox: tuple[Path, dict
     data = home / ".local" / "share" / "agent-collector"
     config = home / ".config" / "agent-collector"
     paths = Paths(home=home, config_dir=config, data_dir=data)
+    choose_settings_variant(paths)  # Claude Code on settings.json hooks: the command-hook path end to end
     venv = data / "venv"
     bin_ = venv / "bin" / "agent-collector"
     original = agent_snapshot(home, paths)

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from deploy_support import clear_env, definitions, make_home, paths_for
+from deploy_support import choose_settings_variant, clear_env, definitions, make_home, paths_for
 
 from collector.cli.main import main
 from collector.deploy import install_agent
@@ -57,6 +57,7 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Paths]:
     clear_env(monkeypatch)
     home = make_home(tmp_path, ["claude-code", "qwen-code"])
     paths = paths_for(home)
+    choose_settings_variant(paths)  # the daemon's own definitions must agree with what we install
     for agent in ("claude-code", "qwen-code"):
         install_agent(definitions()[agent], paths)
     return home, paths

@@ -17,6 +17,8 @@ from collector.deploy import (
     integration_state,
     uninstall_agent,
 )
+from collector.config import ConfigError, load_config
+from collector.deploy.agentty import AGENTTY, agentty_present, install_agentty, uninstall_agentty
 from collector.deploy.choices import disabled_agents, set_disabled
 from collector.deploy.records import RecordStore
 from collector.paths import Paths
@@ -72,18 +74,38 @@ def _unknown(requested: Iterable[str], known: Iterable[str]) -> list[str]:
     return sorted(set(requested) - set(known))
 
 
+def _ingest_port(paths: Paths) -> int:
+    try:
+        return int(load_config(paths.config_file)["ingest"]["port"])
+    except (ConfigError, KeyError, TypeError, ValueError):
+        return 4319
+
+
+def _panel_changes(args: argparse.Namespace, paths: Paths, install: bool) -> list[Change]:
+    """The Agentty panel is not an agent we collect from, but `--agent agentty` (or, without --agent, an
+    Agentty found on this machine) deploys or removes it like one."""
+    wanted = AGENTTY in (args.agent or []) or (not args.agent and agentty_present(paths))
+    if not wanted:
+        return []
+    if install:
+        return [install_agentty(paths, _ingest_port(paths), dry_run=args.dry_run)]
+    return [uninstall_agentty(paths, dry_run=args.dry_run)]
+
+
 def cmd_install(args: argparse.Namespace) -> int:
     paths = paths_from(args)
     agents = _definitions(paths)
-    unknown = _unknown(args.agent or [], agents)
+    panel = _panel_changes(args, paths, install=True)
+    requested = [a for a in args.agent or [] if a != AGENTTY]
+    unknown = _unknown(requested, agents)
     if unknown:
         sys.stderr.write(f"agent-collector: error: unknown agent(s): {', '.join(unknown)} "
-                         f"(known: {', '.join(sorted(agents))})\n")
+                         f"(known: {', '.join(sorted(agents))}, {AGENTTY})\n")
         return 2
     disabled = disabled_agents(paths)
-    skipped_explicit = sorted(set(args.agent or []) & disabled)
+    skipped_explicit = sorted(set(requested) & disabled)
     if args.agent:
-        chosen = [agents[a] for a in args.agent if a not in disabled]
+        chosen = [agents[a] for a in requested if a not in disabled]
     else:
         chosen = [d for d in agents.values()
                   if d.enabled and d.id not in disabled and detect(d, paths).installed]
@@ -92,11 +114,10 @@ def cmd_install(args: argparse.Namespace) -> int:
     for agent in skipped_explicit:
         sys.stderr.write(f"{agent}: skipped: disabled by you; "
                          f"run `agent-collector agents enable {agent}` first\n")
-    changes: list[Change] = []
+    changes: list[Change] = list(panel)
     notes: list[IntegrationStatus] = []
     for defn in chosen:
-        done = install_agent(defn, paths, dry_run=args.dry_run)
-        changes += done
+        changes += install_agent(defn, paths, dry_run=args.dry_run)
         if not args.dry_run:
             notes += [s for s in integration_state(defn, paths) if s.state in _NOTABLE]
     _report(changes, args.json, notes)
@@ -107,12 +128,14 @@ def cmd_uninstall(args: argparse.Namespace) -> int:
     paths = paths_from(args)
     agents = _definitions(paths)
     recorded = {r.agent for r in RecordStore(paths).all()}
-    unknown = _unknown(args.agent or [], set(agents) | recorded)
+    panel = _panel_changes(args, paths, install=False)
+    requested = [a for a in args.agent or [] if a != AGENTTY]
+    unknown = _unknown(requested, set(agents) | recorded)
     if unknown:
         sys.stderr.write(f"agent-collector: error: unknown agent(s): {', '.join(unknown)}\n")
         return 2
-    targets = args.agent or sorted(set(agents) | recorded)
-    changes: list[Change] = []
+    targets = requested if args.agent else sorted(set(agents) | recorded)
+    changes: list[Change] = list(panel)
     for agent in targets:
         changes += uninstall_agent(agents.get(agent, agent), paths, dry_run=args.dry_run)
     _report(changes, args.json, [])

@@ -51,8 +51,15 @@ class AgentDefinition:
         return bool(self.raw.get("enabled", True))
 
     @property
+    def variant(self) -> str | None:
+        value = self.raw.get("integration_variant")
+        return value if isinstance(value, str) else None
+
+    @property
     def integrations(self) -> list[dict[str, Any]]:
-        return list(self.raw.get("integrations", []))
+        """The integrations to deploy: those of the chosen variant, and those that have no variant."""
+        chosen = self.variant
+        return [i for i in self.raw.get("integrations", []) if i.get("variant") in (None, chosen)]
 
     @property
     def sources(self) -> list[dict[str, Any]]:

@@ -14,6 +14,7 @@ from pathlib import Path
 from collector.deploy.model import Action, Change, DeployError
 from collector.paths import Paths, project_root
 
+AGENTTY = "agentty"  # what `install --agent` calls the panel
 PLUGIN_ID = "agent-collector"
 MARKER_FILE = "agent-collector.json"
 MANAGED_BY = "agent-collector"

@@ -184,7 +184,20 @@ def install_agent(
     """Deploy every integration of ``defn``; one Change per file (errors included, never raised)."""
     by_file, problems = _agent_edits(defn, paths, hook_script)
     store = RecordStore(paths)
-    return problems + [_install_file(defn.id, p, e, store, dry_run) for p, e in by_file.items()]
+    changes = problems + [_install_file(defn.id, p, e, store, dry_run) for p, e in by_file.items()]
+    return changes + _remove_other_variants(defn.id, by_file, paths, hook_script, store, dry_run)
+
+
+def _remove_other_variants(agent: str, keep: dict[Path, list[FileEdit]], paths: Paths, hook_script: Path | None,
+                           store: RecordStore, dry_run: bool) -> list[Change]:
+    """A file we deployed into earlier that the chosen integrations no longer use (the user switched
+    variants, e.g. from settings.json hooks to the plugin): take our entries out of it."""
+    stale = [r for r in store.all(agent) if r.path not in keep]
+    dirs: list[Path] = []
+    out = [_uninstall_file(agent, r.path, _edits_from_record(r, paths, hook_script), store, dry_run, dirs)
+           for r in stale]
+    remove_empty_dirs(dirs)
+    return out
 
 
 def repair_file(
