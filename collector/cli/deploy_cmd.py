@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from collector.cli.common import add_home, add_json, paths_from, print_json
+from collector.config import ConfigError, load_config
 from collector.definitions import AgentDefinition, detect, load_definitions
 from collector.deploy import (
     Change,
@@ -17,7 +18,6 @@ from collector.deploy import (
     integration_state,
     uninstall_agent,
 )
-from collector.config import ConfigError, load_config
 from collector.deploy.agentty import AGENTTY, agentty_present, install_agentty, uninstall_agentty
 from collector.deploy.choices import disabled_agents, set_disabled
 from collector.deploy.records import RecordStore

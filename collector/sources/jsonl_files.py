@@ -18,7 +18,6 @@ import logging
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
-from pathlib import Path
 from typing import Any
 
 import orjson
