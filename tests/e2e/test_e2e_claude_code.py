@@ -104,7 +104,7 @@ def test_tool_then_answer(e2e_agents_bin: Path, agent_home: AgentHome, fake_llm:
     kinds = Counter(e["source.kind"] for e in entries if e["event.name"] != "session.status")
     assert kinds["hook"] and kinds["transcript"], "both the hooks and the transcript were read"
     http = [e for e in entries if e.get("agent.hook_event_name") == "PostToolUse"]
-    assert http and http[0]["duration_ms"] >= 0, "the http hooks reached the daemon (tool duration comes only from them)"
+    assert http and http[0]["duration_ms"] >= 0, "http hooks reached the daemon (tool durations come only from them)"
     statuses = [e["session.status"] for e in sorted(entries, key=lambda e: e["time_unix_nano"])
                 if e["event.name"] == "session.status"]
     assert statuses == ["idle", "running", "ready_for_review", "closed"]
