@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-import orjson
-
 from collector.model import AgentActivityEntry, RawRecord, event_id
+from collector.model.entry import hook_call_key
+from collector.model.entry import payload_digest as payload_digest  # re-exported for the parsers
 
 
 def iso_to_ns(value: Any) -> int | None:
@@ -26,8 +25,7 @@ def iso_to_ns(value: Any) -> int | None:
     return int(dt.timestamp()) * 1_000_000_000 + dt.microsecond * 1000
 
 
-def payload_digest(payload: Any) -> str:
-    return hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()[:24]
+
 
 
 class HookEnvelope:
@@ -57,9 +55,10 @@ def hook_entry(
     attributes: Mapping[str, Any] | None = None,
 ) -> AgentActivityEntry:
     """An entry from a hook. Its id comes from a native id when the event has one (so the same fact read
-    from a transcript dedupes against it), else from the payload itself (so the same payload delivered
-    over HTTP and through the spool dedupes too)."""
-    key = native_id if native_id is not None else payload_digest(hook.payload)
+    from a transcript dedupes against it), else from the payload and the hook's time: an agent may send
+    the very same payload twice (Codex's SessionEnd of two processes of one session), and a replay of the
+    same spool line keeps its time, so it still dedupes."""
+    key = native_id if native_id is not None else hook_call_key(hook.payload, hook.time_ns)
     attrs: dict[str, Any] = {"source.kind": record.kind, "agent.hook_event_name": hook.event}
     cwd = hook.get("cwd")
     if isinstance(cwd, str):

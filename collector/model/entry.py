@@ -10,6 +10,8 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from collector import SCHEMA_VERSION
 
 EVENT_NAMES = (
@@ -43,6 +45,15 @@ def event_id(*parts: object) -> str:
     """A deterministic id: the same native facts always give the same id (replays dedupe)."""
     h = hashlib.sha256("\x1f".join("" if p is None else str(p) for p in parts).encode("utf-8"))
     return h.hexdigest()[:32]
+
+
+def payload_digest(payload: Any) -> str:
+    return hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()[:24]
+
+
+def hook_call_key(payload: Any, time_ns: int) -> str:
+    """Identity of one hook call that has no native id: what it said and when (to the millisecond)."""
+    return f"{payload_digest(payload)}@{time_ns // 1_000_000}"
 
 
 @dataclass(slots=True)

@@ -27,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from collector.model.entry import AgentActivityEntry, event_id
+from collector.model.entry import AgentActivityEntry, event_id, hook_call_key
 from collector.model.raw import RawRecord
 
 IDLE = "idle"
@@ -301,10 +301,9 @@ def _fingerprint(tool_name: str | None, facts: Mapping[str, Any]) -> str:
     return f"{tool_name or ''}\x1f{digest or ''}"
 
 
-def _payload_id(agent: str, event: str, payload: Mapping[str, Any]) -> str:
-    """The identity of a hook call: its payload, so the same call via http or the spool is one trigger."""
-    digest = hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()
-    return event_id(agent, event, digest)
+def _payload_id(agent: str, event: str, payload: Mapping[str, Any], time_ns: int) -> str:
+    """The identity of a hook call: its payload and time (as the parsers' hook-only entries)."""
+    return event_id(agent, event, hook_call_key(payload, time_ns))
 
 
 def _seconds_to_ns(value: Any) -> int | None:
@@ -359,7 +358,7 @@ class SessionStatusTracker:
         if not isinstance(event, str) or not event:
             return []
         time_ns = _seconds_to_ns(data.get("ts")) or record.observed_ns
-        return self.observe_hook(record.agent, event, payload, _payload_id(record.agent, event, payload),
+        return self.observe_hook(record.agent, event, payload, _payload_id(record.agent, event, payload, time_ns),
                                  time_ns, record.observed_ns)
 
     def _count_entry(self, entry: Mapping[str, Any]) -> None:

@@ -36,6 +36,7 @@ from collector.sources.factory import BuildContext, register_builder
 log = logging.getLogger(__name__)
 
 BATCH_ROWS = 500
+STUCK_GRACE_S = 5.0  # beyond the busy timeout, a query is considered stuck
 BUSY_TIMEOUT_S = 0.2  # short: we retry next cycle rather than wait on the agent
 WM, KEY = "__agent_collector_wm", "__agent_collector_key"  # aliases of the position columns
 
@@ -81,6 +82,7 @@ class SqliteRows:
         self.busy_timeout_s = busy_timeout_s
         self.stats = SourceStats()
         self.stats.extra["busy"] = 0
+        self._stuck = False
         self._state: dict[str, TableState] = {}
         for spec in tables:
             stored = positions.get(self.stream(spec.table)) or {}
@@ -105,12 +107,16 @@ class SqliteRows:
         except sqlite3.Error as exc:
             self._error(f"{self.path}: cannot open read-only: {exc}")
             return
+        self._stuck = False
         try:
             for spec in self.tables:
                 async for item in self._read_table(conn, spec, ino):
                     yield item
+                if self._stuck:
+                    break
         finally:
-            conn.close()
+            if not self._stuck:  # a stuck query still owns the connection; it is dropped, not closed
+                conn.close()
 
     def _connect(self) -> sqlite3.Connection:
         uri = f"file:{urllib.parse.quote(self.path)}?mode=ro"
@@ -127,7 +133,15 @@ class SqliteRows:
         state.ino = ino
         while True:
             try:
-                rows = await asyncio.to_thread(self._fetch, conn, spec, state)
+                rows = await asyncio.wait_for(asyncio.to_thread(self._fetch, conn, spec, state),
+                                              self.busy_timeout_s + STUCK_GRACE_S)
+            except TimeoutError:  # the busy timeout did not fire: never let one database stall the daemon
+                conn.interrupt()
+                self._stuck = True
+                self.stats.extra["busy"] += 1
+                log.warning("%s: %s did not answer in %.0fs; interrupted, read again next cycle", self.path,
+                            spec.table, self.busy_timeout_s + STUCK_GRACE_S)
+                return
             except BusyError:
                 self.stats.extra["busy"] += 1
                 log.info("%s: busy, %s will be read next cycle", self.path, spec.table)
