@@ -87,8 +87,10 @@ class Service:
         loaded = load_definitions(self.paths.agents_override_dir)
         for problem in loaded.problems:
             log.error("agent definition skipped: %s", problem)
+        disabled = _disabled_by_user(self.paths)
         self.definitions = {
-            k: d for k, d in loaded.agents.items() if agent_setting(self.config, k, "enabled", d.enabled)
+            k: d for k, d in loaded.agents.items()
+            if agent_setting(self.config, k, "enabled", d.enabled) and k not in disabled
         }
         self._build_pipeline()
         self._build_sources()
@@ -317,6 +319,13 @@ class Service:
             atomic_write(self.paths.state_dir / "status.json", orjson.dumps(self.snapshot()))
         except OSError as exc:
             log.warning("cannot write status: %s", exc)
+
+
+def _disabled_by_user(paths: Paths) -> set[str]:
+    """`agent-collector agents disable ID` means: no integration, and no collection either."""
+    from collector.deploy.choices import disabled_agents
+
+    return set(disabled_agents(paths))
 
 
 def _status_tracker() -> Any:

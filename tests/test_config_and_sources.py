@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from support import FIXTURES, collect, make_paths
+from support import FIXTURES, collect, make_paths, prepare_fixture
 
 from collector.config import ConfigError, agent_setting, load_config
 
@@ -57,3 +57,22 @@ def test_transcript_named_by_hook_is_followed(tmp_path: Path) -> None:
                                         "usage": {"input_tokens": 1, "output_tokens": 2}}}) + "\n")
     entries = collect(paths)
     assert sum(e["event.name"] == "llm.response" for e in entries) == 3
+
+
+def test_a_disabled_agent_is_not_collected(tmp_path: Path) -> None:
+    from collector.deploy.choices import set_disabled
+
+    case = FIXTURES / "claude-code" / "tool_then_answer"
+    paths = prepare_fixture(case, tmp_path)
+    set_disabled(paths, "claude-code", True)
+    assert collect(paths) == []
+    set_disabled(paths, "claude-code", False)
+    assert len(collect(paths)) > 0
+
+
+def test_only_files_that_fit_the_globs_are_followed(tmp_path: Path) -> None:
+    from collector.sources.jsonl_files import JsonlFiles
+
+    source = JsonlFiles("a:t", "a", "transcript", [str(tmp_path / "chats" / "session-*.jsonl")], {})
+    assert source.add_path(str(tmp_path / "elsewhere" / "session-1.jsonl"))
+    assert not source.add_path(str(tmp_path / "chats" / "session-1.json")), "an older whole-file JSON"

@@ -13,6 +13,7 @@ Files are never held open between reads, so rotation and deletion never leak des
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import logging
 import os
@@ -66,8 +67,11 @@ class JsonlFiles:
         return f"{self.name}:"
 
     def add_path(self, path: str) -> bool:
-        """Follow a file found some other way (e.g. a hook's transcript_path). True if new."""
+        """Follow a file found some other way (e.g. a hook's transcript_path) if its name fits one of our
+        globs (a JSONL tailer must not follow an older agent's whole-file JSON). True if new."""
         if path in self.extra_paths or path in self._positions:
+            return False
+        if not any(fnmatch.fnmatch(os.path.basename(path), os.path.basename(g)) for g in self.globs):
             return False
         self.extra_paths.add(path)
         return True
