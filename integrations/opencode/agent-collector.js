@@ -12,7 +12,7 @@ const AGENT = @@AGENT_ID@@;
 const SPOOL_DIR = (process.env.AGENT_COLLECTOR_SPOOL_DIR || @@SPOOL_DIR@@) + "/" + AGENT;
 const BUS_EVENTS = new Set([
   "session.created", "session.updated", "session.idle", "session.status", "session.error",
-  "message.updated", "message.part.updated",
+  "message.updated", "message.part.updated", "permission.asked", "permission.updated", "permission.replied",
 ]); // message.part.delta (streamed text) is noise: message.part.updated carries the result
 
 let dirReady = false;
@@ -49,6 +49,24 @@ export const AgentCollectorPlugin = async () => ({
     }
   },
   "chat.message": async (input, output) => record("chat.message", { input, output }),
+  // One per model call, the session-title call included. Only what the collector reads: the provider
+  // options in `input` can hold an API key, which must never reach the spool.
+  "chat.params": async (input, output) => {
+    try {
+      const model = (input && input.model) || {};
+      record("chat.params", {
+        input: {
+          sessionID: input && input.sessionID,
+          agent: input && input.agent,
+          model: { id: model.id, providerID: model.providerID },
+          message: { id: input && input.message && input.message.id },
+        },
+        output: { maxOutputTokens: output && output.maxOutputTokens },
+      });
+    } catch (err) {
+      // ignore
+    }
+  },
   "tool.execute.before": async (input, output) => record("tool.execute.before", { input, output }),
   "tool.execute.after": async (input, output) => record("tool.execute.after", { input, output }),
 });
