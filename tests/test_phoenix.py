@@ -203,6 +203,11 @@ def test_phoenix_receives_a_real_claude_code_session(phoenix: str, tmp_path: Pat
     paths = make_paths(tmp_path, home)
     with FakeLLMServer(log_path=tmp_path / "fake_llm_requests.jsonl") as server:
         write_agent_config("claude-code", home, workdir, server)
+        # No daemon runs here, so Claude's hooks go to settings.json (command hooks spool on their own)
+        # rather than to the drop-in plugin's http endpoint.
+        paths.agents_override_dir.mkdir(parents=True, exist_ok=True)
+        (paths.agents_override_dir / "claude-code.json").write_text(
+            '{"id": "claude-code", "integration_variant": "settings"}')
         defn = load_definitions(paths.agents_override_dir).agents["claude-code"]
         install_agent(defn, paths)
         results = run_scenario("claude-code", "tool_then_answer", home, workdir, server, log_dir=tmp_path)

@@ -86,7 +86,11 @@ def settings_json_path(tmp: Path, server: FakeLLMServer) -> list[dict[str, Any]]
 
     env = AgentHome(tmp, home, init_workdir(tmp / "work", git=True))
     paths = resolve_paths(home, env={})
-    defn = load_definitions().agents["claude-code"]
+    paths.agents_override_dir.mkdir(parents=True)  # the user's choice: hooks in settings.json
+    override = '{"id": "claude-code", "integration_variant": "settings"}'
+    (paths.agents_override_dir / "claude-code.json").write_text(override)
+    defn = load_definitions(paths.agents_override_dir).agents["claude-code"]
+    assert [i["kind"] for i in defn.integrations] == ["settings_hooks"]
     assert not [c for c in install_agent(defn, paths) if c.failed]
     run_claude(env, server)
     result = collector(home, free_port(), "collect", "--once")

@@ -4,115 +4,43 @@ fact checked. Hooks run because the harness passes --dangerously-bypass-hook-tru
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import pytest
+from collector_e2e import check_session, result_statuses, run_collected, starts_of, statuses_of, tool_names
 from fake_llm import FakeLLMServer
-from harness import AgentHome, describe, run_scenario, write_agent_config
-from support import (
-    ROOT,
-    assert_no_duplicates,
-    assert_schema_valid,
-    entry_tokens,
-    read_output,
-    tool_pairs,
-    truth_from_lines,
-)
+from harness import AgentHome
 
 pytestmark = pytest.mark.e2e
 AGENT = "codex"
 
 
-def collector(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_COLLECTOR_", "XDG_", "CODEX_"))}
-    env["HOME"] = str(home)
-    env["AGENT_COLLECTOR_HOME"] = str(home)
-    result = subprocess.run(
-        [sys.executable, "-m", "collector", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-    assert result.returncode == 0, f"agent-collector {' '.join(args)}:\n{result.stdout}\n{result.stderr}"
-    return result
-
-
-def run(env: AgentHome, server: FakeLLMServer, scenario: str) -> list[dict[str, Any]]:
-    write_agent_config(AGENT, env.home, env.workdir, server)
-    collector(env.home, "install", "--agent", AGENT)
-    results = run_scenario(AGENT, scenario, env.home, env.workdir, server, log_dir=env.root)
-    assert all(r.returncode == 0 for r in results), describe(results)
-    collector(env.home, "collect", "--once", "-q")
-    return read_output(env.home / ".local" / "share" / "agent-collector" / "output")
-
-
-def check_common(entries: list[dict[str, Any]], server: FakeLLMServer, turns: int) -> dict[str, Any]:
-    assert_schema_valid(entries)
-    assert_no_duplicates(entries)
-    sessions = {e["gen_ai.session.id"] for e in entries if "gen_ai.session.id" in e}
-    assert len(sessions) == 1, sessions
-    prompts = [e for e in entries if e["event.name"] == "user.prompt"]
-    assert len(prompts) == turns == len({p["gen_ai.turn.id"] for p in prompts})
-    truth = truth_from_lines(server.responses)
-    assert sum(truth.values()) >= 2 * turns, "the server answered every model call"
-    assert entry_tokens(entries) == truth, "every model call with exactly the server's token numbers"
-    responses = [e for e in entries if e["event.name"] == "llm.response"]
-    assert sorted(e["gen_ai.response.id"] for e in responses) == sorted(
-        r["response_id"] for r in server.responses
-    )
-    pairs = tool_pairs(entries)
-    assert pairs and all(calls == 1 and results == 1 for calls, results, _ in pairs.values()), pairs
-    assert all(
-        e.get("gen_ai.turn.id") in {p["gen_ai.turn.id"] for p in prompts}
-        for e in entries
-        if e["event.name"] in ("llm.response", "tool.call", "tool.result")
-    )
-    kinds = Counter(e["source.kind"] for e in entries if e["event.name"] != "session.status")
-    assert kinds["hook"] and kinds["transcript"], "both the hooks and the rollout were read"
-    return pairs
-
-
-def tool_names(entries: list[dict[str, Any]]) -> list[str]:
-    return sorted(e["gen_ai.tool.name"] for e in entries if e["event.name"] == "tool.call")
-
-
 def test_tool_then_answer(e2e_agents_bin: Path, agent_home: AgentHome, fake_llm: FakeLLMServer) -> None:
-    entries = run(agent_home, fake_llm, "tool_then_answer")
-    pairs = check_common(entries, fake_llm, turns=1)
-    assert [status for _, _, status in pairs.values()] == ["success"]
+    entries = run_collected(AGENT, agent_home, fake_llm, "tool_then_answer")
+    pairs = check_session(entries, fake_llm, turns=1)
+    assert result_statuses(pairs) == ["success"]
     assert tool_names(entries) == ["exec_command"]
-    statuses = [
-        e["session.status"]
-        for e in sorted(entries, key=lambda e: e["time_unix_nano"])
-        if e["event.name"] == "session.status"
-    ]
-    assert statuses == ["idle", "running", "ready_for_review", "closed"]
+    assert statuses_of(entries) == ["idle", "running", "ready_for_review", "closed"]
+    responses = sorted(e["gen_ai.response.id"] for e in entries if e["event.name"] == "llm.response")
+    assert responses == sorted(r["response_id"] for r in fake_llm.responses), "each response once, by its id"
 
 
 def test_two_turns_resumed_in_a_new_process(
     e2e_agents_bin: Path, agent_home: AgentHome, fake_llm: FakeLLMServer
 ) -> None:
-    entries = run(agent_home, fake_llm, "two_turns_resume")
-    pairs = check_common(entries, fake_llm, turns=2)
-    assert sorted(status for _, _, status in pairs.values()) == ["success", "success"]
+    entries = run_collected(AGENT, agent_home, fake_llm, "two_turns_resume")
+    pairs = check_session(entries, fake_llm, turns=2)
+    assert result_statuses(pairs) == ["success", "success"]
     assert tool_names(entries) == ["apply_patch", "exec_command"]
-    starts = sorted(str(e.get("session.source")) for e in entries if e["event.name"] == "session.start")
-    assert starts == ["resume", "startup"]
+    assert starts_of(entries) == ["resume", "startup"]
     assert sum(e["event.name"] == "session.end" for e in entries) == 2
+    assert statuses_of(entries)[-1] == "closed"
 
 
 def test_failing_command(e2e_agents_bin: Path, agent_home: AgentHome, fake_llm: FakeLLMServer) -> None:
-    entries = run(agent_home, fake_llm, "failing_command")
-    pairs = check_common(entries, fake_llm, turns=1)
-    assert [status for _, _, status in pairs.values()] == ["error"]
+    entries = run_collected(AGENT, agent_home, fake_llm, "failing_command")
+    pairs = check_session(entries, fake_llm, turns=1)
+    assert result_statuses(pairs) == ["error"]  # Codex fires no failure hook: the rollout's exit code says it
     result = next(e for e in entries if e["event.name"] == "tool.result")
     assert result["error.type"] == "exit_code" and result["process.exit.code"] == 1
     assert result["error.message.length"] > 0 and "error.message" not in result  # content capture is off

@@ -1,0 +1,130 @@
+"""What every agent's end-to-end test does: install the collector into the throwaway HOME with its own
+installer, run a scenario with the real CLI (optionally with the daemon up, as a service would be), collect,
+and check the facts every agent must get right."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from fake_llm import FakeLLMServer
+from harness import AgentHome, describe, run_scenario, write_agent_config
+from support import (
+    ROOT,
+    assert_no_duplicates,
+    assert_schema_valid,
+    entry_tokens,
+    read_output,
+    tool_pairs,
+    truth_from_lines,
+)
+
+Entries = list[dict[str, Any]]
+
+
+def collector_env(home: Path, port: int | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_COLLECTOR_", "XDG_", "CODEX_"))}
+    env.update(HOME=str(home), AGENT_COLLECTOR_HOME=str(home))
+    if port is not None:
+        env["AGENT_COLLECTOR_INGEST__PORT"] = str(port)
+    return env
+
+
+def collector(home: Path, *args: str, port: int | None = None) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run([sys.executable, "-m", "collector", *args], cwd=ROOT, env=collector_env(home, port),
+                            capture_output=True, text=True, timeout=180, check=False)
+    assert result.returncode == 0, f"agent-collector {' '.join(args)}:\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_listening(port: int, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"the daemon did not listen on {port}")
+
+
+def data_dir(env: AgentHome) -> Path:
+    return env.home / ".local" / "share" / "agent-collector"
+
+
+def run_collected(agent: str, env: AgentHome, server: FakeLLMServer, scenario: str, daemon: bool = False,
+                  extra_env: Mapping[str, str] | None = None) -> Entries:
+    """install -> the scenario with the real CLI [with `agent-collector run` up] -> collect --once."""
+    port = free_port()
+    write_agent_config(agent, env.home, env.workdir, server)
+    collector(env.home, "install", "--agent", agent, port=port)
+    proc = None
+    if daemon:
+        proc = subprocess.Popen([sys.executable, "-m", "collector", "run"], cwd=ROOT,
+                                env=collector_env(env.home, port), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        if proc is not None:
+            wait_listening(port)
+        results = run_scenario(agent, scenario, env.home, env.workdir, server, log_dir=env.root, extra_env=extra_env)
+        assert all(r.returncode == 0 for r in results), describe(results)
+    finally:
+        if proc is not None:
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=30)
+            assert proc.returncode == 0, err.decode()[-3000:]
+    collector(env.home, "collect", "--once", "-q", port=port)  # whatever the daemon had not read yet
+    return read_output(data_dir(env) / "output")
+
+
+def check_session(entries: Entries, server: FakeLLMServer, turns: int, unrecorded_calls: int = 0,
+                  sources: tuple[str, ...] = ("hook", "transcript")) -> dict[str, tuple[int, int, str | None]]:
+    """One session, one prompt per turn, every model call with the server's exact token numbers (but the
+    ``unrecorded_calls`` the agent keeps nowhere), each tool call paired with one result, no duplicates,
+    schema-valid, every call inside a turn, and both inputs read. Returns the tool pairs."""
+    assert_schema_valid(entries)
+    assert_no_duplicates(entries)
+    sessions = {e["gen_ai.session.id"] for e in entries if "gen_ai.session.id" in e}
+    assert len(sessions) == 1, sessions
+    prompts = [e for e in entries if e["event.name"] == "user.prompt"]
+    assert len(prompts) == turns == len({p["gen_ai.turn.id"] for p in prompts})
+    served, seen = truth_from_lines(server.responses), entry_tokens(entries)
+    assert sum(served.values()) >= 2 * turns + unrecorded_calls, "the server answered every model call"
+    assert not seen - served, "no model call with numbers the server did not send"
+    assert sum((served - seen).values()) == unrecorded_calls, "every model call with the server's exact numbers"
+    pairs = tool_pairs(entries)
+    assert pairs and all(calls == 1 and results == 1 for calls, results, _ in pairs.values()), pairs
+    turn_ids = {p["gen_ai.turn.id"] for p in prompts}
+    assert all(e.get("gen_ai.turn.id") in turn_ids
+               for e in entries if e["event.name"] in ("llm.response", "tool.call", "tool.result"))
+    kinds = {e.get("source.kind") for e in entries if e["event.name"] != "session.status"}
+    assert set(sources) <= kinds, f"inputs read: {kinds}"
+    return pairs
+
+
+def statuses_of(entries: Entries) -> list[str]:
+    ordered = sorted(entries, key=lambda e: e["time_unix_nano"])
+    return [e["session.status"] for e in ordered if e["event.name"] == "session.status"]
+
+
+def tool_names(entries: Entries) -> list[str]:
+    return sorted(e["gen_ai.tool.name"] for e in entries if e["event.name"] == "tool.call")
+
+
+def result_statuses(pairs: dict[str, tuple[int, int, str | None]]) -> list[str | None]:
+    return sorted(status for _, _, status in pairs.values())
+
+
+def starts_of(entries: Entries) -> list[str]:
+    return sorted(str(e.get("session.source")) for e in entries if e["event.name"] == "session.start")
