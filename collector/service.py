@@ -171,8 +171,26 @@ class Service:
         result = CycleResult()
         for source in list(self.sources):
             await self._drain(source, result, progress)
+        self._close_idle_sessions(result)
         self._write_status()
         return result
+
+    def _close_idle_sessions(self, result: CycleResult) -> None:
+        tracker = self.components.get("status")
+        if tracker is None or self._pipeline is None or self._store is None:
+            return
+        entries = self._pipeline.finish(tracker.expire(time.time_ns(), self._idle_timeout_ns))
+        if entries:
+            self._export(entries)
+            self._store.commit(Commit(seen_ids=[e["event.id"] for e in entries]))
+            result.entries += len(entries)
+            self._count(entries, result)
+
+    def _idle_timeout_ns(self, agent: str) -> int | None:
+        """agents.<id>.idle_timeout_s in the config, else the definition's; none: the agent says goodbye."""
+        defn = self.definitions.get(agent)
+        seconds = agent_setting(self.config, agent, "idle_timeout_s", defn.raw.get("idle_timeout_s") if defn else None)
+        return int(float(seconds) * 1e9) if seconds else None
 
     async def _drain(self, source: Source, result: CycleResult, progress: Progress | None) -> None:
         batch_size = int(self.config["collector"]["batch_size"])

@@ -99,6 +99,10 @@ class Pipeline:
                 self._emit_status(out, self.status.observe_record(record))
         return Output(out, paths)
 
+    def finish(self, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Entries made by the collector itself (the idle rule): deduped and finished like parsed ones."""
+        return [self._finish(e) for e in self.deduper.fresh(entries)]
+
     def _observe_status(self, out: list[dict[str, Any]], entry: dict[str, Any], record: RawRecord) -> None:
         if self.status is not None:
             self._emit_status(out, self.status.observe(entry, record if record.kind == "hook" else None))

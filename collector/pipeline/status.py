@@ -500,6 +500,30 @@ class SessionStatusTracker:
             closed = next((k for k, s in self._sessions.items() if s.status == CLOSED), None)
             del self._sessions[closed if closed is not None else next(iter(self._sessions))]
 
+    def expire(self, now_ns: int, idle_ns: Callable[[str], int | None]) -> list[dict[str, Any]]:
+        """Close the sessions that never say goodbye (Qwen Code in -p mode, `opencode run`): no event for
+        their agent's idle timeout. Emits ``session.end`` (reason ``idle_timeout``) and the change to
+        ``closed``, timed at the last event plus the timeout, with ids from that moment, so a replay or a
+        second daemon reaches the same entries."""
+        out: list[dict[str, Any]] = []
+        for state in list(self._sessions.values()):
+            limit = idle_ns(state.agent)
+            last = max(state.last_event_ns, state.last_signal_ns)
+            if limit is None or not last or state.base == CLOSED or now_ns - last < limit:
+                continue
+            at = last + limit
+            end = AgentActivityEntry(
+                name="session.end", agent=state.agent, time_ns=at, observed_ns=now_ns,
+                id=event_id(state.agent, state.session_id, "session.end", "idle_timeout", last),
+                session_id=state.session_id,
+                attributes={"session.reason": "idle_timeout", "source.kind": "collector"},
+            )
+            out.append(end.to_dict())
+            state.base = CLOSED
+            state.waits.clear()
+            out.extend(self._emit(state, Signal(state.agent, state.session_id, "IdleTimeout", end.id, at, now_ns, {})))
+        return out
+
     def status_of(self, agent: str, session_id: str) -> str | None:
         state = self._sessions.get((agent, session_id))
         return state.status if state else None
