@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from support import FIXTURES, assert_no_duplicates, collect, prepare_fixture
+
 from collector.model import RawRecord
 from collector.pipeline.status import SessionStatusTracker
-from support import FIXTURES, assert_no_duplicates, collect, prepare_fixture
 
 SECOND = 1_000_000_000
 T0 = 1_796_037_000 * SECOND
