@@ -26,7 +26,7 @@ import orjson
 
 from collector import __version__
 from collector.agents import load_parser
-from collector.config import agent_setting, load_config
+from collector.config import ConfigError, agent_setting, load_config
 from collector.definitions import AgentDefinition, load_definitions
 from collector.exporters.base import Exporter, ExportError
 from collector.exporters.jsonl import JsonlExporter
@@ -158,12 +158,17 @@ class Service:
         if self.config["jsonl"].get("enabled", True):
             self._jsonl = JsonlExporter(self.output_dir, self._store.get("exporter.jsonl", {}))
             self.exporters.append(self._jsonl)
+        otlp = self.config.get("otlp", {})
+        if not (otlp.get("enabled") or otlp.get("backends") or otlp.get("endpoint")
+                or any(k.startswith("OTEL_EXPORTER_OTLP_") for k in os.environ)):
+            return  # no backend named anywhere: do not even load the OpenTelemetry SDK
+        from collector.exporters.otlp import build_otlp_exporters
+        from collector.exporters.otlp_config import OtlpConfigError
+
         try:
-            from collector.exporters.otlp import build_otlp_exporters
-        except ImportError:  # a build without the OTLP extra
-            return
-        # Empty when neither the config file nor any OTEL_EXPORTER_OTLP_* variable names a backend.
-        self.exporters.extend(build_otlp_exporters(self.config.get("otlp", {}), os.environ, self.paths))
+            self.exporters.extend(build_otlp_exporters(otlp, os.environ, self.paths))
+        except OtlpConfigError as exc:
+            raise ConfigError(f"otlp: {exc}") from exc
 
     # -- collection -------------------------------------------------------------------------------
 
