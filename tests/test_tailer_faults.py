@@ -159,3 +159,15 @@ def test_file_without_complete_first_line_is_not_read(tmp_path: Path) -> None:
     with f.open("ab") as out:
         out.write(b"}\n")
     assert h.read() == [{"n": 1}]
+
+
+def test_lag_counts_the_bytes_not_yet_read(tmp_path: Path) -> None:
+    f = tmp_path / "a.jsonl"
+    f.write_bytes(line(1) + b'{"n": 2, "par')
+    h = Harness(str(tmp_path / "*.jsonl"))
+    h.read()
+    assert h.source.stats.as_dict()["lag_bytes"] == len(b'{"n": 2, "par')
+    with f.open("ab") as out:
+        out.write(b'tial": 1}\n')
+    h.read()
+    assert h.source.stats.as_dict()["lag_bytes"] == 0

@@ -86,9 +86,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     sources = status.get("sources", {})
     if sources:
         print()
-        print_table(("SOURCE", "RECORDS", "FILES", "MALFORMED", "OVERSIZED", "ERRORS"),
-                    [(n, s.get("records"), s.get("files"), s.get("malformed"), s.get("oversized"), s.get("errors"))
-                     for n, s in sorted(sources.items())])
+        print_table(("SOURCE", "RECORDS", "FILES", "LAG BYTES", "MALFORMED", "OVERSIZED", "ERRORS"),
+                    [(n, s.get("records"), s.get("files"), s.get("lag_bytes", "-"), s.get("malformed"),
+                      s.get("oversized"), s.get("errors")) for n, s in sorted(sources.items())])
     exporters = status.get("exporters", {})
     if exporters:
         print()

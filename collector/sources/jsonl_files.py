@@ -58,6 +58,8 @@ class JsonlFiles:
         self.max_line = max_line
         self._agent_of = agent_of
         self._rotated: list[tuple[str, dict[str, Any]]] = []
+        self._lag: dict[str, int] = {}  # path -> bytes written but not yet read (a partial last line)
+        self.stats.extra["lag_bytes"] = 0
         prefix = self.stream_prefix
         self._positions = {k[len(prefix) :]: v for k, v in positions.items() if k.startswith(prefix)}
         self.extra_paths.update(p for p, v in self._positions.items() if v.get("extra"))
@@ -157,6 +159,8 @@ class JsonlFiles:
             if cursor.offset == before:
                 break
         self._positions[path] = self._position(path, ident, cursor).value
+        self._lag[path] = max(0, os.fstat(fd).st_size - cursor.offset)
+        self.stats.extra["lag_bytes"] = sum(self._lag.values())
 
     def _drain_rotated(self, path: str) -> Iterable[Item]:
         for old_path, stored in self._rotated:
