@@ -67,7 +67,8 @@ class Service:
         self.sources: list[Source] = []
         self.exporters: list[Exporter] = []
         self.started = time.time()
-        self.events_today: dict[str, int] = {}
+        self.events_today: dict[str, int] = {}  # entries written today (UTC day of writing), per agent
+        self._today = time.strftime("%Y-%m-%d", time.gmtime())
         self.last_event: dict[str, int] = {}
         self._stop = asyncio.Event()
         self._wake = asyncio.Event()
@@ -143,6 +144,10 @@ class Service:
         resource = {"user.id": col.get("user_id") or _login(),
                     "host.name": col.get("host_name") or socket.gethostname()}
         correlator = Correlator(self._store.get("correlator", {}))
+        counted = self._store.get("events_today", {})
+        if counted.get("day") == self._today:  # today's counts survive a restart
+            self.events_today = dict(counted.get("counts", {}))
+            self.last_event = dict(counted.get("last", {}))
         if "status" not in self.components:
             self.components["status"] = _status_tracker()
         self._pipeline = Pipeline(agents, resource, self._store.seen, correlator,
@@ -226,13 +231,14 @@ class Service:
             seen_ids=[e["event.id"] for e in output.entries],
             kv={"correlator": self._pipeline.correlator.state()},
         )
+        self._count(output.entries, result)
+        commit.kv["events_today"] = {"day": self._today, "counts": self.events_today, "last": self.last_event}
         if self._jsonl is not None:
             commit.kv["exporter.jsonl"] = self._jsonl.mark()
         self._store.commit(commit)
         result.records += len(records)
         result.entries += len(output.entries)
         result.batches += 1
-        self._count(output.entries, result)
 
     def _export(self, entries: list[dict[str, Any]]) -> None:
         """Every exporter must accept the batch before positions move. The JSONL file and the OTLP
@@ -261,6 +267,9 @@ class Service:
                     break
 
     def _count(self, entries: list[dict[str, Any]], result: CycleResult) -> None:
+        today = time.strftime("%Y-%m-%d", time.gmtime())
+        if today != self._today:
+            self._today, self.events_today = today, {}
         for entry in entries:
             agent = entry["gen_ai.agent.type"]
             result.by_agent[agent] = result.by_agent.get(agent, 0) + 1
@@ -327,7 +336,7 @@ class Service:
             "updated": time.time(),
             "data_dir": str(self.paths.data_dir),
             "output_dir": str(self.output_dir),
-            "agents": {a: {"events": self.events_today.get(a, 0), "last_event_ns": self.last_event.get(a)}
+            "agents": {a: {"events_today": self.events_today.get(a, 0), "last_event_ns": self.last_event.get(a)}
                        for a in self.definitions},
             "sources": {s.name: s.stats.as_dict() for s in self.sources},
             "pipeline": {} if pipeline is None else {

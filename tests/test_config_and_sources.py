@@ -76,3 +76,14 @@ def test_only_files_that_fit_the_globs_are_followed(tmp_path: Path) -> None:
     source = JsonlFiles("a:t", "a", "transcript", [str(tmp_path / "chats" / "session-*.jsonl")], {})
     assert source.add_path(str(tmp_path / "elsewhere" / "session-1.jsonl"))
     assert not source.add_path(str(tmp_path / "chats" / "session-1.json")), "an older whole-file JSON"
+
+
+def test_status_counts_today_across_restarts(tmp_path: Path) -> None:
+    import json as _json
+
+    paths = prepare_fixture(FIXTURES / "claude-code" / "tool_then_answer", tmp_path)
+    written = collect(paths)
+    collect(paths)  # a second process: nothing new, the day's counts remain
+    status = _json.loads((paths.state_dir / "status.json").read_text())
+    assert status["agents"]["claude-code"]["events_today"] == len(written) > 0
+    assert status["sources"]["claude-code:hooks"]["lag_bytes"] == 0

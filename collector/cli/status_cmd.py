@@ -68,9 +68,27 @@ def read_status(paths: Paths) -> dict[str, Any]:
     return status
 
 
+def _agents_here(paths: Paths, status: dict[str, Any]) -> None:
+    """Detection and integration state are read now, from this machine, not from the daemon's report."""
+    from collector.definitions import detect, load_definitions
+    from collector.deploy import integration_state
+
+    agents = status.setdefault("agents", {})
+    for agent_id, defn in load_definitions(paths.agents_override_dir).agents.items():
+        row = agents.setdefault(agent_id, {})
+        row["detected"] = "yes" if detect(defn, paths).installed else "no"
+        try:
+            states = integration_state(defn, paths)
+        except Exception as exc:  # noqa: BLE001 - one agent's unreadable config must not hide the rest
+            row["integration"] = f"error: {exc}"
+            continue
+        row["integration"] = "; ".join(s.summary for s in states) or "none (polling)"
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     paths = paths_from(args)
     status = read_status(paths)
+    _agents_here(paths, status)
     if args.json:
         print_json(status)
         return 0
@@ -81,8 +99,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     agents = status.get("agents", {})
     if agents:
         print()
-        print_table(("AGENT", "EVENTS", "LAST EVENT"),
-                    [(a, v.get("events", 0), _ago(v.get("last_event_ns"))) for a, v in sorted(agents.items())])
+        print_table(("AGENT", "DETECTED", "INTEGRATION", "EVENTS TODAY", "LAST EVENT"),
+                    [(a, v.get("detected", "-"), v.get("integration", "-"), v.get("events_today", 0),
+                      _ago(v.get("last_event_ns"))) for a, v in sorted(agents.items())])
     sources = status.get("sources", {})
     if sources:
         print()
