@@ -8,15 +8,17 @@ the whole API message's usage: the llm.response id is the message id, so each AP
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from collector.agents.common import (
     HookEnvelope,
+    HookHandler,
     as_int,
+    dispatch_hook,
     hook_entry,
     iso_to_ns,
     native_entry,
+    no_entry,
     text_message,
     usage_attributes,
 )
@@ -35,13 +37,9 @@ def parse(record: RawRecord) -> list[AgentActivityEntry]:
 
 
 def _parse_hook(record: RawRecord) -> list[AgentActivityEntry]:
-    hook = HookEnvelope(record)
-    handler = _HOOKS.get(hook.event)
-    if handler is None:
-        return []
-    session = hook.get("session_id")
-    entries = handler(record, hook, session if isinstance(session, str) else None)
-    agent_id = hook.get("agent_id")
+    entries = dispatch_hook(record, _HOOKS)
+    payload = record.data.get("payload")
+    agent_id = payload.get("agent_id") if isinstance(payload, dict) else None
     if isinstance(agent_id, str) and agent_id:  # the event happened inside a subagent
         for entry in entries:
             entry.attributes.setdefault("gen_ai.agent.scope", "subagent")
@@ -125,13 +123,7 @@ def _subagent(record: RawRecord, hook: HookEnvelope, session: str | None) -> lis
     return [hook_entry(record, hook, name, session, attributes=attrs)]
 
 
-def _status_only(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
-    """Stop, StopFailure, Notification, PreCompact: no entry of their own; the status tracker reads the
-    hook itself. The transcript holds the API error (with its status code) and the compaction."""
-    return []
 
-
-HookHandler = Callable[[RawRecord, HookEnvelope, "str | None"], list[AgentActivityEntry]]
 _HOOKS: dict[str, HookHandler] = {
     "SessionStart": _session_start,
     "SessionEnd": _session_end,
@@ -143,10 +135,10 @@ _HOOKS: dict[str, HookHandler] = {
     "PermissionDenied": _permission,
     "SubagentStart": _subagent,
     "SubagentStop": _subagent,
-    "PreCompact": _status_only,  # the transcript's compact_boundary is the compaction entry
-    "StopFailure": _status_only,
-    "Stop": _status_only,
-    "Notification": _status_only,
+    "PreCompact": no_entry,  # the transcript's compact_boundary is the compaction entry
+    "StopFailure": no_entry,
+    "Stop": no_entry,
+    "Notification": no_entry,
 }
 
 # ----------------------------------------------------------------------------------------- transcript

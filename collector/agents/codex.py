@@ -45,10 +45,13 @@ import orjson
 
 from collector.agents.common import (
     HookEnvelope,
+    HookHandler,
     as_int,
+    dispatch_hook,
     hook_entry,
     iso_to_ns,
     native_entry,
+    no_entry,
     text_message,
     usage_attributes,
 )
@@ -69,12 +72,7 @@ def parse(record: RawRecord) -> list[AgentActivityEntry]:
 
 
 def _parse_hook(record: RawRecord) -> list[AgentActivityEntry]:
-    hook = HookEnvelope(record)
-    handler = _HOOKS.get(hook.event)
-    if handler is None:
-        return []
-    session = hook.get("session_id") or hook.get("thread-id")
-    return handler(record, hook, session if isinstance(session, str) else None)
+    return dispatch_hook(record, _HOOKS, ("session_id", "thread-id"))
 
 
 def _session_start(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
@@ -143,13 +141,7 @@ def _subagent(record: RawRecord, hook: HookEnvelope, session: str | None) -> lis
     return [hook_entry(record, hook, name, session, attributes=attrs)]
 
 
-def _status_only(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
-    """Stop, notify, Interrupt, Pre/PostCompact: no entry of their own (the status tracker reads them;
-    the rollout's ``compacted`` line is the compaction entry)."""
-    return []
 
-
-HookHandler = Callable[[RawRecord, HookEnvelope, "str | None"], list[AgentActivityEntry]]
 _HOOKS: dict[str, HookHandler] = {
     "SessionStart": _session_start,
     "SessionEnd": _session_end,
@@ -159,11 +151,11 @@ _HOOKS: dict[str, HookHandler] = {
     "PermissionRequest": _permission,
     "SubagentStart": _subagent,
     "SubagentStop": _subagent,
-    "Stop": _status_only,
-    "notify": _status_only,
-    "Interrupt": _status_only,
-    "PreCompact": _status_only,
-    "PostCompact": _status_only,
+    "Stop": no_entry,
+    "notify": no_entry,
+    "Interrupt": no_entry,
+    "PreCompact": no_entry,
+    "PostCompact": no_entry,
 }
 
 # -------------------------------------------------------------------------------------------- rollout

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -124,3 +124,31 @@ def usage_attributes(
 
 def as_int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+HookHandler = Callable[[RawRecord, HookEnvelope, "str | None"], list[AgentActivityEntry]]
+
+
+def hook_session(hook: HookEnvelope, fields: tuple[str, ...] = ("session_id",)) -> str | None:
+    """The session id a hook payload carries, under the first of ``fields`` that holds a string."""
+    for name in fields:
+        value = hook.get(name)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def dispatch_hook(record: RawRecord, handlers: Mapping[str, HookHandler],
+                  session_fields: tuple[str, ...] = ("session_id",)) -> list[AgentActivityEntry]:
+    """Parse a hook record with the handler its event name selects; events without one give nothing."""
+    hook = HookEnvelope(record)
+    handler = handlers.get(hook.event)
+    if handler is None:
+        return []
+    return handler(record, hook, hook_session(hook, session_fields))
+
+
+def no_entry(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
+    """A hook that makes no entry of its own (Stop, Notification, ...): the status tracker reads the raw
+    hook, and the agent's own files describe the rest."""
+    return []

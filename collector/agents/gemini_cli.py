@@ -27,17 +27,19 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Callable
 from typing import Any
 
 import orjson
 
 from collector.agents.common import (
     HookEnvelope,
+    HookHandler,
     as_int,
     hook_entry,
+    hook_session,
     iso_to_ns,
     native_entry,
+    no_entry,
     payload_digest,
     text_message,
     usage_attributes,
@@ -66,8 +68,7 @@ def _parse_hook(record: RawRecord) -> list[AgentActivityEntry]:
     handler = _HOOKS.get(hook.event)
     if handler is None:
         return []
-    session = hook.get("session_id")
-    session = session if isinstance(session, str) else None
+    session = hook_session(hook)
     if handler in _CHAT_DESCRIBED and hook.get("transcript_path"):
         return []  # the chat log describes this, with native ids
     return handler(record, hook, session)
@@ -126,13 +127,7 @@ def _after_tool(record: RawRecord, hook: HookEnvelope, session: str | None) -> l
     return [hook_entry(record, hook, "tool.result", session, key, attrs)]
 
 
-def _status_only(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
-    """BeforeModel, BeforeToolSelection, AfterAgent, Notification, and PreCompress (which fires before
-    every model call whether or not anything is compressed): no entry; the status tracker reads them."""
-    return []
 
-
-HookHandler = Callable[[RawRecord, HookEnvelope, "str | None"], list[AgentActivityEntry]]
 _HOOKS: dict[str, HookHandler] = {
     "SessionStart": _session_start,
     "SessionEnd": _session_end,
@@ -140,11 +135,11 @@ _HOOKS: dict[str, HookHandler] = {
     "AfterModel": _after_model,
     "BeforeTool": _before_tool,
     "AfterTool": _after_tool,
-    "BeforeModel": _status_only,
-    "BeforeToolSelection": _status_only,
-    "AfterAgent": _status_only,
-    "PreCompress": _status_only,
-    "Notification": _status_only,
+    "BeforeModel": no_entry,
+    "BeforeToolSelection": no_entry,
+    "AfterAgent": no_entry,
+    "PreCompress": no_entry,
+    "Notification": no_entry,
 }
 _CHAT_DESCRIBED = {_prompt, _after_model, _before_tool, _after_tool}
 

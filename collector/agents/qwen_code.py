@@ -21,15 +21,17 @@ There is no SessionEnd in ``-p`` mode; the status tracker's idle rule closes suc
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Any
 
 from collector.agents.common import (
     HookEnvelope,
+    HookHandler,
     as_int,
+    dispatch_hook,
     hook_entry,
     iso_to_ns,
     native_entry,
+    no_entry,
     text_message,
     usage_attributes,
 )
@@ -49,12 +51,7 @@ def parse(record: RawRecord) -> list[AgentActivityEntry]:
 
 
 def _parse_hook(record: RawRecord) -> list[AgentActivityEntry]:
-    hook = HookEnvelope(record)
-    handler = _HOOKS.get(hook.event)
-    if handler is None:
-        return []
-    session = hook.get("session_id")
-    return handler(record, hook, session if isinstance(session, str) else None)
+    return dispatch_hook(record, _HOOKS)
 
 
 def _session_start(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
@@ -134,12 +131,7 @@ def _stop_failure(record: RawRecord, hook: HookEnvelope, session: str | None) ->
     return [hook_entry(record, hook, "error", session, attributes=attrs)]
 
 
-def _status_only(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
-    """Stop, Notification, MessageDisplay, PostToolBatch, ...: the status tracker reads them."""
-    return []
 
-
-HookHandler = Callable[[RawRecord, HookEnvelope, "str | None"], list[AgentActivityEntry]]
 _HOOKS: dict[str, HookHandler] = {
     "SessionStart": _session_start,
     "SessionEnd": _session_end,
@@ -152,8 +144,8 @@ _HOOKS: dict[str, HookHandler] = {
     "SubagentStart": _subagent,
     "SubagentStop": _subagent,
     "StopFailure": _stop_failure,
-    "Stop": _status_only,
-    "Notification": _status_only,
+    "Stop": no_entry,
+    "Notification": no_entry,
 }
 
 # ------------------------------------------------------------------------------------------- chat log
