@@ -156,6 +156,8 @@ def test_rewrite_by_another_process_is_restored_within_5s_and_counted(
     assert took < 5
     assert json.loads(settings.read_text())["otherTool"] == {"writes": 1}
     wait_for(lambda: dog.stats()["repairs_total"] == 1, timeout=2)
+    report = paths.state_dir / "watchdog.json"  # written just after the repair: wait for it, not for luck
+    wait_for(lambda: report.exists() and json.loads(report.read_text())["repairs_total"] == 1, timeout=2)
     assert main(["status", "--home", str(home), "--json"]) == 0
     status = json.loads(capsys.readouterr().out)
     assert status["watchdog"]["repairs_total"] == 1
