@@ -10,11 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agent_support import by_name, run_pipeline
 
 from collector.agents import opencode
 from collector.model import RawRecord
-from collector.pipeline.correlate import Correlator
-from collector.pipeline.processor import AgentSettings, Pipeline
 from collector.sources.sqlite_rows import SqliteRows, TableSpec
 
 CASES = Path(__file__).parent / "fixtures" / "opencode"
@@ -46,18 +45,7 @@ def rows(case: str, tmp: Path) -> list[RawRecord]:
 
 
 def run(*batches: list[RawRecord]) -> list[dict[str, Any]]:
-    pipeline = Pipeline(
-        {AGENT: AgentSettings(opencode.parse, capture=True)},
-        {"user.id": "u"},
-        lambda ids: set(),
-        Correlator(),
-        masking=False,
-    )
-    return [e for batch in batches for e in pipeline.process(batch).entries]
-
-
-def by_name(entries: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
-    return [e for e in entries if e["event.name"] == name]
+    return run_pipeline("opencode", opencode.parse, batches)
 
 
 def tokens(entries: list[dict[str, Any]]) -> Counter[tuple[int, int, int]]:

@@ -7,43 +7,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agent_support import by_name, fixture_records, run_pipeline
 
 from collector.agents import qwen_code
 from collector.model import RawRecord
-from collector.pipeline.correlate import Correlator
-from collector.pipeline.processor import AgentSettings, Pipeline
 
 CASES = Path(__file__).parent / "fixtures" / "qwen-code"
 AGENT = "qwen-code"
 
 
 def records(case: str, kind: str) -> list[RawRecord]:
-    folder = CASES / case / ("spool" if kind == "hook" else "home")
-    out = []
-    for path in sorted(folder.rglob("*.jsonl")):
-        offset = 0
-        for line in path.read_bytes().splitlines(keepends=True):
-            if line.strip():
-                out.append(
-                    RawRecord(AGENT, kind, json.loads(line), "fp", str(offset), 1, {"path": str(path)})
-                )
-            offset += len(line)
-    return out
+    return fixture_records("qwen-code", case, kind)
 
 
 def run(*batches: list[RawRecord]) -> list[dict[str, Any]]:
-    pipeline = Pipeline(
-        {AGENT: AgentSettings(qwen_code.parse, capture=True)},
-        {"user.id": "u"},
-        lambda ids: set(),
-        Correlator(),
-        masking=False,
-    )
-    return [e for batch in batches for e in pipeline.process(batch).entries]
-
-
-def by_name(entries: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
-    return [e for e in entries if e["event.name"] == name]
+    return run_pipeline("qwen-code", qwen_code.parse, batches)
 
 
 def test_one_prompt_per_turn_although_the_hook_fires_twice() -> None:
