@@ -94,21 +94,7 @@ SRC=$(cd "$(dirname "$0")/.." && pwd)
 [ -z "$DEPS_FROM" ] || DEPS_FROM=$(cd "$DEPS_FROM" && pwd)
 [ -n "${HOME:-}" ] || die "HOME is not set"
 
-OS=$(uname -s)
-if [ "$OS" = Darwin ]; then
-  default_data="$HOME/Library/Application Support/agent-collector"
-  default_config=$default_data
-else
-  default_data="${XDG_DATA_HOME:-$HOME/.local/share}/agent-collector"
-  default_config="${XDG_CONFIG_HOME:-$HOME/.config}/agent-collector"
-fi
-DATA_DIR=${AGENT_COLLECTOR_DATA_DIR:-$default_data}
-CONFIG_DIR=${AGENT_COLLECTOR_CONFIG_DIR:-$default_config}
-export AGENT_COLLECTOR_DATA_DIR="$DATA_DIR" AGENT_COLLECTOR_CONFIG_DIR="$CONFIG_DIR"
-VENV="$DATA_DIR/venv"
-SHARE="$VENV/share/agent-collector"
-BIN="$VENV/bin/agent-collector"
-LABEL=io.agent-collector.daemon
+. "$SRC/deploy/paths.sh"
 
 command -v "$PY" >/dev/null 2>&1 || die "$PY not found (use --python)"
 "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || die "$PY is older than Python 3.11"
