@@ -278,11 +278,6 @@ class Service:
 
     # -- the daemon -------------------------------------------------------------------------------
 
-    def submit_hook(self, agent: str, event: str, payload: Any, received: float | None = None) -> None:
-        """Ingest path: the hook goes to the spool first (durable), then the spool source reads it."""
-        self.spool_writer.append(agent, event, payload, received)
-        self._wake.set()
-
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
