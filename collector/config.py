@@ -1,43 +1,160 @@
 """Configuration: ``config.toml`` in the user config directory, then environment overrides.
 
-Every setting has a default, so no file is needed. Environment variables override the file:
-``AGENT_COLLECTOR_<SECTION>__<KEY>=value`` (e.g. ``AGENT_COLLECTOR_CONTENT__CAPTURE=true``,
-``AGENT_COLLECTOR_INGEST__PORT=4399``); values are parsed as TOML scalars when they can be.
+One schema, ``schemas/config.schema.json``, says what exists: every key, its type, its range and its
+default. The file and the ``AGENT_COLLECTOR_<SECTION>__<KEY>=value`` variables (e.g.
+``AGENT_COLLECTOR_CONTENT__CAPTURE=true``, ``AGENT_COLLECTOR_INGEST__PORT=4399``) are merged, checked
+against it, and turned into a typed :class:`Config`. Booleans accept true/false, 1/0, yes/no, on/off and
+nothing else; an unknown key is an error naming the nearest valid one; an agent id must be a known agent.
+Any problem raises :class:`ConfigError` with one line naming the file or variable and the key.
 The standard ``OTEL_EXPORTER_OTLP_*`` variables are read by the OTLP exporters themselves.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
+import difflib
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-DEFAULTS: dict[str, Any] = {
-    "collector": {
-        "user_id": "",  # default: the login name
-        "host_name": "",  # default: the machine's host name
-        "poll_interval_s": 2.0,  # file events wake us sooner; this is the safety net
-        "batch_size": 2000,
-        "max_line_bytes": 16 * 1024 * 1024,
-        "seen_retention_days": 30,
-    },
-    "content": {"capture": False},
-    "masking": {"enabled": True},
-    "agents": {},  # agents.<id>.enabled / content_capture / idle_timeout_s
-    "jsonl": {"enabled": True, "dir": ""},
-    "otlp": {"enabled": False, "backends": []},
-    "ingest": {"enabled": True, "port": 4319, "max_body_bytes": 4 * 1024 * 1024},
-    "watchdog": {"enabled": True},
-}
+import jsonschema
+import orjson
+
+from collector.paths import Paths, project_root
 
 ENV_PREFIX = "AGENT_COLLECTOR_"
+_TRUE = {"true", "yes", "on", "1"}
+_FALSE = {"false", "no", "off", "0"}
 
 
 class ConfigError(Exception):
     pass
+
+
+# -- the typed configuration (field names are the schema's keys; a test keeps them in step) ----------
+
+
+@dataclass(slots=True)
+class CollectorSection:
+    user_id: str
+    host_name: str
+    poll_interval_s: float
+    batch_size: int
+    max_line_bytes: int
+    seen_retention_days: int
+
+
+@dataclass(slots=True)
+class ContentSection:
+    capture: bool
+
+
+@dataclass(slots=True)
+class MaskingSection:
+    enabled: bool
+
+
+@dataclass(slots=True)
+class AgentSection:
+    """``agents.<id>``: unset keys are None (the agent definition decides)."""
+
+    enabled: bool | None = None
+    content_capture: bool | None = None
+    idle_timeout_s: float | None = None
+
+
+@dataclass(slots=True)
+class JsonlSection:
+    enabled: bool
+    dir: str
+
+
+@dataclass(slots=True)
+class IngestSection:
+    enabled: bool
+    port: int
+    max_body_bytes: int
+
+
+@dataclass(slots=True)
+class WatchdogSection:
+    enabled: bool
+    cooldown_s: float
+    daily_cap: int
+
+
+@dataclass(slots=True)
+class Config:
+    collector: CollectorSection
+    content: ContentSection
+    masking: MaskingSection
+    jsonl: JsonlSection
+    ingest: IngestSection
+    watchdog: WatchdogSection
+    agents: dict[str, AgentSection] = field(default_factory=dict)
+    otlp: dict[str, Any] = field(default_factory=dict)  # checked here, interpreted by exporters/otlp_config
+
+    def agent(self, agent_id: str) -> AgentSection:
+        return self.agents.get(agent_id) or AgentSection()
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+SECTIONS: dict[str, type] = {
+    "collector": CollectorSection, "content": ContentSection, "masking": MaskingSection,
+    "jsonl": JsonlSection, "ingest": IngestSection, "watchdog": WatchdogSection,
+}
+
+
+def agent_setting(config: Config, agent: str, key: str, default: Any) -> Any:
+    """``agents.<id>.<key>`` if set, else ``default``."""
+    value = getattr(config.agent(agent), key)
+    return default if value is None else value
+
+
+# -- the schema ------------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=1)
+def schema() -> dict[str, Any]:
+    data: dict[str, Any] = orjson.loads((project_root() / "schemas" / "config.schema.json").read_bytes())
+    return data
+
+
+def _resolve(node: Mapping[str, Any]) -> Mapping[str, Any]:
+    ref = node.get("$ref")
+    if not isinstance(ref, str):
+        return node
+    target: Any = schema()
+    for part in ref.removeprefix("#/").split("/"):
+        target = target[part]
+    return _resolve({**target, **{k: v for k, v in node.items() if k != "$ref"}})
+
+
+def _child(node: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
+    node = _resolve(node)
+    props = node.get("properties", {})
+    if key in props:
+        return _resolve(props[key])
+    extra = node.get("additionalProperties")
+    return _resolve(extra) if isinstance(extra, Mapping) else None
+
+
+def _is_flag(node: Mapping[str, Any]) -> bool:
+    return _resolve(node).get("title") == "flag"
+
+
+def _to_bool(value: Any) -> bool:
+    return value if isinstance(value, bool) else str(value).strip().lower() in _TRUE
+
+
+# -- reading ---------------------------------------------------------------------------------------
 
 
 def _merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
@@ -45,62 +162,188 @@ def _merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(value, Mapping) and isinstance(base.get(key), dict):
             _merge(base[key], value)
         else:
-            base[key] = value
+            base[key] = copy.deepcopy(value)
     return base
 
 
-def _scalar(text: str) -> Any:
+def _scalar(text: str, node: Mapping[str, Any] | None) -> Any:
+    """An environment value as the schema wants it: text for strings and flags, else a TOML scalar."""
+    if node is None or _is_flag(node) or node.get("type") == "string":
+        return text
     try:
         return tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
         return text
 
 
-def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
+def _agent_key(part: str, known: Iterable[str]) -> str:
+    """Environment names spell agent ids with underscores (``CLAUDE_CODE``)."""
+    dashed = part.replace("_", "-")
+    return dashed if dashed in set(known) else part
+
+
+def _env_overrides(env: Mapping[str, str], known_agents: Iterable[str]) -> tuple[dict[str, Any], dict[tuple, str]]:
     out: dict[str, Any] = {}
-    for name, value in env.items():
+    origins: dict[tuple, str] = {}
+    for name, value in sorted(env.items()):
         if not name.startswith(ENV_PREFIX) or "__" not in name:
             continue
-        path = [p.lower() for p in name[len(ENV_PREFIX) :].split("__")]
-        node = out
+        path = [p.lower() for p in name[len(ENV_PREFIX):].split("__")]
+        if path[0] == "agents" and len(path) > 1:
+            path[1] = _agent_key(path[1], known_agents)
+        node: Mapping[str, Any] | None = schema()
+        target = out
         for part in path[:-1]:
-            node = node.setdefault(part, {})
-        node[path[-1]] = _scalar(value)
-    return out
+            node = _child(node, part) if node is not None else None
+            target = target.setdefault(part, {})
+            if not isinstance(target, dict):
+                raise ConfigError(f"{name}: {'.'.join(path)} is set twice with different shapes")
+        leaf = _child(node, path[-1]) if node is not None else None
+        target[path[-1]] = _scalar(value, leaf)
+        origins[tuple(path)] = name
+    return out, origins
 
 
-def load_config(path: Path, env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    config = copy.deepcopy(DEFAULTS)
-    if path.exists():
-        try:
-            _merge(config, tomllib.loads(path.read_text(encoding="utf-8")))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{path}: {exc}") from exc
-    _merge(config, _env_overrides(os.environ if env is None else env))
-    return config
+def _read_file(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        return {}
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
 
 
-def agent_setting(config: dict[str, Any], agent: str, key: str, default: Any) -> Any:
-    """``agents.<id>.<key>``; environment overrides spell the id with underscores
-    (``AGENT_COLLECTOR_AGENTS__CLAUDE_CODE__CONTENT_CAPTURE``), so both spellings are read."""
-    agents = config.get("agents", {})
-    for name in (agent, agent.replace("-", "_")):
-        section = agents.get(name, {})
-        if isinstance(section, dict) and key in section:
-            return section[key]
-    return default
+# -- checking --------------------------------------------------------------------------------------
+
+
+def _nearest(word: str, choices: Iterable[str]) -> str:
+    match = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.5)
+    return f" (did you mean {match[0]!r}?)" if match else f" (valid: {', '.join(sorted(choices))})"
+
+
+def _describe(error: jsonschema.ValidationError) -> tuple[list[Any], str]:
+    """The key path and a one-line reason for one schema error."""
+    where = list(error.absolute_path)
+    if error.validator == "additionalProperties" and isinstance(error.instance, Mapping):
+        allowed = set(error.schema.get("properties", {}))
+        unknown = sorted(k for k in error.instance if k not in allowed)[0]
+        return where + [unknown], "unknown key" + _nearest(unknown, allowed)
+    if _is_flag(error.schema):
+        return where, f"must be true or false (or 1/0, yes/no, on/off), not {error.instance!r}"
+    if error.validator in ("minimum", "maximum"):
+        lo, hi = error.schema.get("minimum"), error.schema.get("maximum")
+        span = f"between {lo} and {hi}" if lo is not None and hi is not None else error.message
+        return where, f"must be {span}, not {error.instance!r}"
+    if error.validator == "type":
+        return where, f"must be {'an' if error.validator_value == 'integer' else 'a'} {error.validator_value}, " \
+                      f"not {error.instance!r}"
+    return where, error.message
+
+
+def _origin(where: list[Any], origins: Mapping[tuple, str], file: Path) -> str:
+    for n in range(len(where), 0, -1):
+        if tuple(where[:n]) in origins:
+            return origins[tuple(where[:n])]
+    below = [name for path, name in origins.items() if where and list(path[:len(where)]) == where]
+    return below[0] if below else str(file)
+
+
+def _check(data: dict[str, Any], origins: Mapping[tuple, str], file: Path, known_agents: Iterable[str]) -> None:
+    validator = jsonschema.Draft202012Validator(schema())
+    errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
+    problems = [_describe(e) for e in errors]
+    known = set(known_agents)
+    for agent in sorted(data.get("agents", {}) if isinstance(data.get("agents"), dict) else {}):
+        if known and agent not in known:
+            problems.append((["agents", agent], "unknown agent" + _nearest(agent, known)))
+    if problems:
+        where, reason = problems[0]
+        key = ".".join(str(p) for p in where) or "(top level)"
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise ConfigError(f"{_origin(where, origins, file)}: {key}: {reason}{more}")
+
+
+# -- building the typed object ---------------------------------------------------------------------
+
+
+def _normalized(value: Any, node: Mapping[str, Any] | None) -> Any:
+    """Flags become bools and missing keys take their defaults, walking the schema."""
+    if node is None:
+        return value
+    node = _resolve(node)
+    if _is_flag(node):
+        return _to_bool(value)
+    if isinstance(value, dict):
+        out = {k: _normalized(v, _child(node, k)) for k, v in value.items()}
+        for key, sub in node.get("properties", {}).items():
+            sub = _resolve(sub)
+            if key not in out and "default" in sub:
+                out[key] = _normalized(copy.deepcopy(sub["default"]), sub)
+        return out
+    if isinstance(value, list):
+        items = node.get("items")
+        return [_normalized(v, items if isinstance(items, Mapping) else None) for v in value]
+    if node.get("type") == "number" and isinstance(value, int):
+        return float(value)
+    if node.get("type") == "integer" and isinstance(value, float):
+        return int(value)
+    return value
+
+
+def _build(data: dict[str, Any]) -> Config:
+    full = _normalized({name: data.get(name, {}) for name in [*SECTIONS, "agents", "otlp"]}, schema())
+    sections = {name: cls(**full[name]) for name, cls in SECTIONS.items()}
+    agents = {k: AgentSection(**v) for k, v in full["agents"].items()}
+    return Config(**sections, agents=agents, otlp=full["otlp"])
+
+
+def _known_agents(config_file: Path) -> list[str]:
+    from collector.definitions import load_definitions
+
+    return list(load_definitions(config_file.parent / "agents.d").agents)
+
+
+def load_config(path: Path, env: Mapping[str, str] | None = None,
+                known_agents: Iterable[str] | None = None) -> Config:
+    """The checked configuration. ``known_agents`` defaults to the agent definitions next to ``path``."""
+    known = list(known_agents) if known_agents is not None else _known_agents(path)
+    data = _read_file(path)
+    overrides, origins = _env_overrides(os.environ if env is None else env, known)
+    _merge(data, overrides)
+    _check(data, origins, path, known)
+    return _build(data)
+
+
+def load_for(paths: Paths, env: Mapping[str, str] | None = None) -> Config:
+    """What ``run``, ``install``, ``status`` and the service start use: the configuration, and the user's
+    ``agents.d`` overrides must be valid too (a broken override is an error here, not a silent skip)."""
+    from collector.definitions import load_definitions
+
+    loaded = load_definitions(paths.agents_override_dir)
+    if loaded.problems:
+        more = f" (and {len(loaded.problems) - 1} more)" if len(loaded.problems) > 1 else ""
+        raise ConfigError(f"agent definition {loaded.problems[0]}{more}")
+    return load_config(paths.config_file, env, known_agents=loaded.agents)
+
+
+def defaults() -> Config:
+    """Every setting at its default (no file, no environment)."""
+    return _build({})
 
 
 DEFAULT_FILE = """\
 # agent-collector configuration. Every key is optional; these are the defaults.
 # Environment overrides: AGENT_COLLECTOR_<SECTION>__<KEY>=value, e.g. AGENT_COLLECTOR_CONTENT__CAPTURE=true
+# Booleans: true/false (also 1/0, yes/no, on/off). Unknown keys are an error. All keys: schemas/config.schema.json
 
 [collector]
 # user_id = "alice"          # default: login name
 poll_interval_s = 2.0
 
 [content]
-# Keep prompts, completions, tool arguments and results? Off: only their length and SHA-256 are kept.
+# Keep prompts, completions, tool arguments and results? Off: only their length and a digest are kept.
 capture = false
 
 [masking]

@@ -26,7 +26,7 @@ import orjson
 
 from collector import __version__
 from collector.agents import load_parser
-from collector.config import ConfigError, agent_setting, load_config
+from collector.config import Config, ConfigError, agent_setting, load_for
 from collector.definitions import AgentDefinition, load_definitions
 from collector.exporters.base import Exporter, ExportError
 from collector.exporters.jsonl import JsonlExporter
@@ -59,10 +59,10 @@ class CycleResult:
 
 
 class Service:
-    def __init__(self, paths: Paths, config: dict[str, Any] | None = None, output_dir: Path | None = None) -> None:
+    def __init__(self, paths: Paths, config: Config | None = None, output_dir: Path | None = None) -> None:
         self.paths = paths
-        self.config = config if config is not None else load_config(paths.config_file)
-        self.output_dir = output_dir or Path(self.config["jsonl"].get("dir") or paths.output_dir)
+        self.config = config if config is not None else load_for(paths)
+        self.output_dir = output_dir or Path(self.config.jsonl.dir or paths.output_dir)
         self.definitions: dict[str, AgentDefinition] = {}
         self.sources: list[Source] = []
         self.exporters: list[Exporter] = []
@@ -127,7 +127,7 @@ class Service:
 
     def _build_pipeline(self) -> None:
         assert self._store is not None
-        capture_all = bool(self.config["content"].get("capture", False))
+        capture_all = self.config.content.capture
         agents = {}
         for agent_id, defn in list(self.definitions.items()):
             try:
@@ -140,9 +140,8 @@ class Service:
             path_fields = tuple(s["hook_path_field"] for s in defn.sources if s.get("hook_path_field"))
             agents[agent_id] = AgentSettings(parser, bool(capture), defn.raw.get("provider"),
                                              path_fields)
-        col = self.config["collector"]
-        resource = {"user.id": col.get("user_id") or _login(),
-                    "host.name": col.get("host_name") or socket.gethostname()}
+        col = self.config.collector
+        resource = {"user.id": col.user_id or _login(), "host.name": col.host_name or socket.gethostname()}
         correlator = Correlator(self._store.get("correlator", {}))
         counted = self._store.get("events_today", {})
         if counted.get("day") == self._today:  # today's counts survive a restart
@@ -151,19 +150,19 @@ class Service:
         if "status" not in self.components:
             self.components["status"] = _status_tracker()
         self._pipeline = Pipeline(agents, resource, self._store.seen, correlator,
-                                  bool(self.config["masking"].get("enabled", True)), self.components.get("status"))
+                                  self.config.masking.enabled, self.components.get("status"))
 
     def _build_sources(self) -> None:
         assert self._store is not None
-        ctx = BuildContext(self.paths, self._store.positions(), int(self.config["collector"]["max_line_bytes"]))
+        ctx = BuildContext(self.paths, self._store.positions(), self.config.collector.max_line_bytes)
         self.sources = [s for d in self.definitions.values() for s in build_sources(d, ctx)]
 
     def _build_exporters(self) -> None:
         assert self._store is not None
-        if self.config["jsonl"].get("enabled", True):
+        if self.config.jsonl.enabled:
             self._jsonl = JsonlExporter(self.output_dir, self._store.get("exporter.jsonl", {}))
             self.exporters.append(self._jsonl)
-        otlp = self.config.get("otlp", {})
+        otlp = self.config.otlp
         if not (otlp.get("enabled") or otlp.get("backends") or otlp.get("endpoint")
                 or any(k.startswith("OTEL_EXPORTER_OTLP_") for k in os.environ)):
             return  # no backend named anywhere: do not even load the OpenTelemetry SDK
@@ -203,7 +202,7 @@ class Service:
         return int(float(seconds) * 1e9) if seconds else None
 
     async def _drain(self, source: Source, result: CycleResult, progress: Progress | None) -> None:
-        batch_size = int(self.config["collector"]["batch_size"])
+        batch_size = self.config.collector.batch_size
         records: list[RawRecord] = []
         positions: dict[str, Position] = {}
         async for record, position in source.read():
@@ -289,7 +288,7 @@ class Service:
         self._tasks.append(asyncio.create_task(self._watch_files(), name="file-events"))
         for starter in self.components.get("starters", []):
             self._tasks.append(asyncio.create_task(starter(self), name=getattr(starter, "__name__", "component")))
-        interval = float(self.config["collector"]["poll_interval_s"])
+        interval = self.config.collector.poll_interval_s
         try:
             while not self._stop.is_set():
                 self._wake.clear()

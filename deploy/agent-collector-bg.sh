@@ -56,6 +56,10 @@ start() {
     return 0
   fi
   [ -x "$EXEC" ] || { echo "agent-collector: $EXEC is missing" >&2; return 1; }
+  if ! problem=$("$EXEC" config check 2>&1 >/dev/null); then  # a bad config: say why, do not start
+    echo "agent-collector: not started: ${problem#agent-collector: error: }" >&2
+    return 2
+  fi
   mkdir -p "$LOGDIR"
   if command -v setsid >/dev/null 2>&1; then
     nohup setsid "$EXEC" run >>"$LOG" 2>&1 </dev/null &

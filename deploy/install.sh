@@ -187,6 +187,10 @@ else
 fi
 
 # -- 4. the service --------------------------------------------------------------------------------
+if [ "$DRY" = 0 ] && [ -x "$BIN" ] && ! problem=$("$BIN" config check 2>&1 >/dev/null); then
+  say "service not started: ${problem#agent-collector: error: }" >&2  # it would exit at once (status 2)
+  exit 2
+fi
 if [ "$SERVICE" = auto ]; then
   if [ "$OS" = Darwin ] && command -v launchctl >/dev/null 2>&1; then
     SERVICE=launchd

@@ -13,6 +13,7 @@ from typing import Any
 
 import jsonschema
 
+from collector.config import Config
 from collector.paths import Paths
 from collector.service import Service
 
@@ -47,7 +48,7 @@ def read_output(directory: Path) -> list[dict[str, Any]]:
     return entries
 
 
-def collect(paths: Paths, output: Path | None = None, config: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+def collect(paths: Paths, output: Path | None = None, config: Config | None = None) -> list[dict[str, Any]]:
     """One `collect --once` pass in-process; returns everything in the output directory."""
     from collector.config import load_config
 

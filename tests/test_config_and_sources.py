@@ -17,9 +17,9 @@ def test_file_then_environment(tmp_path: Path) -> None:
     cfg.write_text('[content]\ncapture = true\n[ingest]\nport = 5000\n[agents.claude-code]\nenabled = false\n')
     config = load_config(cfg, env={"AGENT_COLLECTOR_INGEST__PORT": "5001",
                                    "AGENT_COLLECTOR_AGENTS__QWEN_CODE__CONTENT_CAPTURE": "true"})
-    assert config["content"]["capture"] is True
-    assert config["ingest"]["port"] == 5001
-    assert config["masking"]["enabled"] is True, "defaults fill the rest"
+    assert config.content.capture is True
+    assert config.ingest.port == 5001
+    assert config.masking.enabled is True, "defaults fill the rest"
     assert agent_setting(config, "claude-code", "enabled", True) is False
     assert agent_setting(config, "qwen-code", "content_capture", False) is True
 

@@ -32,7 +32,7 @@ def spool_lines(case: str) -> list[dict[str, Any]]:
 
 def service_for(paths: Paths) -> Service:
     config = load_config(paths.config_file, env={})
-    config["ingest"]["port"] = 0
+    config.ingest.port = 0
     service = Service(paths, config, output_dir=paths.output_dir)
     attach(service)
     service.startup()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from support import collect, make_paths
 
-from collector.config import DEFAULTS, load_config
+from collector.config import defaults, load_config
 from collector.pipeline.masking import mask_text
 
 # One real-looking value per kind (none of them is a live credential).
@@ -94,7 +94,7 @@ def _output_text(tmp: Path) -> str:
 def test_capture_on_masking_on_no_secret_in_output(tmp_path: Path) -> None:
     _spool(tmp_path)
     config = load_config(tmp_path / "none.toml", env={})
-    config["content"]["capture"] = True
+    config.content.capture = True
     entries = collect(make_paths(tmp_path), config=config)
     text = _output_text(tmp_path)
     assert "deploy with these" in text, "content capture on keeps the prompt"
@@ -106,7 +106,7 @@ def test_capture_on_masking_on_no_secret_in_output(tmp_path: Path) -> None:
 
 def test_capture_off_keeps_no_content_at_all(tmp_path: Path) -> None:
     _spool(tmp_path)
-    assert DEFAULTS["content"]["capture"] is False
+    assert defaults().content.capture is False
     entries = collect(make_paths(tmp_path), config=load_config(tmp_path / "none.toml", env={}))
     text = _output_text(tmp_path)
     assert "deploy with these" not in text and "curl" not in text and "Exit code 1" not in text

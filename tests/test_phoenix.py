@@ -214,7 +214,7 @@ def test_phoenix_receives_a_real_claude_code_session(phoenix: str, tmp_path: Pat
         assert [r.returncode for r in results] == [0] * len(results)
         usage = list(server.responses)
     config = load_config(paths.config_file, env={})
-    config["otlp"] = {"enabled": True, "endpoint": phoenix, "signals": ["traces"], "turn_grace": 0}
+    config.otlp = {"enabled": True, "endpoint": phoenix, "signals": ["traces"], "turn_grace": 0}
     entries = collect(paths, config=config)
     sessions = {e["gen_ai.session.id"] for e in entries if e.get("gen_ai.session.id")}
     assert len(sessions) == 1

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from collector.cli.common import add_home, fail, paths_from, print_json
-from collector.config import DEFAULT_FILE, ConfigError, load_config
+from collector.config import DEFAULT_FILE, ConfigError, load_for
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -15,6 +15,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     show = sub.add_parser("show", help="paths and the configuration in effect (file + environment)")
     add_home(show)
     show.set_defaults(func=cmd_show)
+    check = sub.add_parser("check", help="check config.toml, the AGENT_COLLECTOR_* variables and agents.d; "
+                                         "exit 2 with one line naming the problem")
+    add_home(check)
+    check.set_defaults(func=cmd_check)
     init = sub.add_parser("init", help="write a commented default config.toml if none exists")
     add_home(init)
     init.set_defaults(func=cmd_init)
@@ -23,12 +27,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def cmd_show(args: argparse.Namespace) -> int:
     paths = paths_from(args)
     try:
-        config = load_config(paths.config_file)
+        config = load_for(paths)
     except ConfigError as exc:
         return fail(str(exc))
     print_json({"paths": {"home": str(paths.home), "config_file": str(paths.config_file),
                           "data_dir": str(paths.data_dir), "spool_dir": str(paths.spool_dir),
-                          "output_dir": str(paths.output_dir)}, "config": config})
+                          "output_dir": str(paths.output_dir)}, "config": config.as_dict()})
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    paths = paths_from(args)
+    try:
+        load_for(paths)
+    except ConfigError as exc:
+        return fail(str(exc))
+    print(f"config ok: {paths.config_file}{'' if paths.config_file.exists() else ' (absent: defaults)'}")
     return 0
 
 

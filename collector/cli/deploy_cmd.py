@@ -7,8 +7,8 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from collector.cli.common import add_home, add_json, paths_from, print_json
-from collector.config import ConfigError, load_config
+from collector.cli.common import add_home, add_json, fail, paths_from, print_json
+from collector.config import ConfigError, load_config, load_for
 from collector.definitions import AgentDefinition, detect, load_definitions
 from collector.deploy import (
     Change,
@@ -76,8 +76,8 @@ def _unknown(requested: Iterable[str], known: Iterable[str]) -> list[str]:
 
 def _ingest_port(paths: Paths) -> int:
     try:
-        return int(load_config(paths.config_file)["ingest"]["port"])
-    except (ConfigError, KeyError, TypeError, ValueError):
+        return load_config(paths.config_file).ingest.port
+    except ConfigError:
         return 4319
 
 
@@ -94,6 +94,10 @@ def _panel_changes(args: argparse.Namespace, paths: Paths, install: bool) -> lis
 
 def cmd_install(args: argparse.Namespace) -> int:
     paths = paths_from(args)
+    try:
+        load_for(paths)
+    except ConfigError as exc:
+        return fail(str(exc))
     agents = _definitions(paths)
     panel = _panel_changes(args, paths, install=True)
     requested = [a for a in args.agent or [] if a != AGENTTY]

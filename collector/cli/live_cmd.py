@@ -35,8 +35,8 @@ def daemon_url(args: argparse.Namespace) -> str:
     if args.url:
         return str(args.url).rstrip("/")
     try:
-        port = int(load_config(paths_from(args).config_file)["ingest"]["port"])
-    except (ConfigError, KeyError, ValueError):
+        port = load_config(paths_from(args).config_file).ingest.port
+    except ConfigError:
         port = DEFAULT_PORT
     return f"http://127.0.0.1:{port}"
 

@@ -10,7 +10,8 @@ from typing import Any
 
 import orjson
 
-from collector.cli.common import add_home, add_json, paths_from, print_json, print_table
+from collector.cli.common import add_home, add_json, fail, paths_from, print_json, print_table
+from collector.config import ConfigError, load_for
 from collector.paths import Paths
 
 
@@ -87,6 +88,10 @@ def _agents_here(paths: Paths, status: dict[str, Any]) -> None:
 
 def cmd_status(args: argparse.Namespace) -> int:
     paths = paths_from(args)
+    try:
+        load_for(paths)
+    except ConfigError as exc:
+        return fail(str(exc))
     status = read_status(paths)
     _agents_here(paths, status)
     if args.json:

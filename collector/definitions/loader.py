@@ -10,6 +10,7 @@ path of the problem and the reason, and skipped; the others still load.
 from __future__ import annotations
 
 import copy
+import difflib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -117,6 +118,18 @@ def _problems_of(validator: jsonschema.protocols.Validator, data: dict[str, Any]
     return [DefinitionProblem(file, e.json_path, e.message) for e in errors]
 
 
+def _variant_problems(data: dict[str, Any], file: str) -> list[DefinitionProblem]:
+    """``integration_variant`` must name a variant the integrations have (a typo would deploy nothing)."""
+    chosen = data.get("integration_variant")
+    variants = sorted({i["variant"] for i in data.get("integrations", []) if isinstance(i, dict) and "variant" in i})
+    if chosen is None or not variants or chosen in variants:
+        return []
+    near = difflib.get_close_matches(str(chosen), variants, n=1, cutoff=0.5)
+    hint = f"did you mean {near[0]!r}? " if near else ""
+    return [DefinitionProblem(file, "$.integration_variant",
+                              f"unknown variant {chosen!r} ({hint}valid: {', '.join(variants)})")]
+
+
 def _files(directory: Path) -> Iterable[Path]:
     return sorted(directory.glob("*.json")) if directory.is_dir() else []
 
@@ -137,7 +150,7 @@ def load_definitions(override_dir: Path | None = None, builtin_dir: Path | None 
             continue
         base, files = merged.get(data["id"], ({}, ()))
         candidate = deep_merge(base, data)
-        problems = _problems_of(validator, candidate, str(path))
+        problems = _problems_of(validator, candidate, str(path)) or _variant_problems(candidate, str(path))
         if problems:  # a broken override leaves the built-in definition as it was
             result.problems.extend(problems)
             continue

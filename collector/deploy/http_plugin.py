@@ -157,8 +157,8 @@ def configured_port(paths: Paths) -> int:
     from collector.config import ConfigError, load_config
 
     try:
-        return int(load_config(paths.config_file)["ingest"]["port"])
-    except (ConfigError, KeyError, TypeError, ValueError):
+        return load_config(paths.config_file).ingest.port
+    except ConfigError:
         return DEFAULT_PORT
 
 

@@ -266,18 +266,18 @@ class Watchdog:
 
 def attach(service: Any) -> None:
     """Daemon wiring (collector.components): start the watchdog with the service unless disabled."""
-    if not service.config.get("watchdog", {}).get("enabled", True):
+    if not service.config.watchdog.enabled:
         return
     service.components.setdefault("starters", []).append(run_watchdog)
 
 
 async def run_watchdog(service: Any) -> None:
-    section = service.config.get("watchdog", {})
+    section = service.config.watchdog
     watchdog = Watchdog(
         service.definitions,
         service.paths,
-        cooldown_s=float(section.get("cooldown_s", 5.0)),
-        daily_cap=int(section.get("daily_cap", 10)),
+        cooldown_s=section.cooldown_s,
+        daily_cap=section.daily_cap,
     )
     service.components["watchdog"] = watchdog
     try:

@@ -9,8 +9,9 @@ import queue
 import threading
 from typing import Any
 
+from collector.config import Config
 from collector.ingest.envelope import to_envelope
-from collector.ingest.server import DEFAULT_PORT, IngestConfig, IngestServer
+from collector.ingest.server import IngestConfig, IngestServer
 from collector.pipeline.status import SessionStatusTracker
 from collector.service import Service
 from collector.sources.spool_writer import SpoolWriter
@@ -21,18 +22,12 @@ log = logging.getLogger(__name__)
 def attach(service: Service) -> None:
     tracker = SessionStatusTracker()
     service.components["status"] = tracker
-    if service.config.get("ingest", {}).get("enabled", True):
+    if service.config.ingest.enabled:
         service.components.setdefault("starters", []).append(run_ingest)
 
 
-def ingest_config(config: dict[str, Any]) -> IngestConfig:
-    section = config.get("ingest", {})
-    defaults = IngestConfig()
-    return IngestConfig(
-        host=str(section.get("host", defaults.host)),
-        port=int(section.get("port", DEFAULT_PORT)),
-        max_body_bytes=int(section.get("max_body_bytes", defaults.max_body_bytes)),
-    )
+def ingest_config(config: Config) -> IngestConfig:
+    return IngestConfig(port=config.ingest.port, max_body_bytes=config.ingest.max_body_bytes)
 
 
 def live_snapshot(service: Service) -> dict[str, Any]:
