@@ -2,6 +2,10 @@
 # Run the whole test suite on a fresh machine: creates .venv, installs the project with its dev extras,
 # then runs pytest (the end-to-end tests install the pinned agent CLIs from npm into .cache/ themselves).
 # Extra arguments go to pytest, e.g. `sh scripts/test.sh -m "not e2e"` or `sh scripts/test.sh -k masking`.
+#
+# pytest runs with HOME (and the XDG directories) pointed at a fresh empty directory and npm's cache in
+# .cache/npm: the tests must keep to their own temporary homes. Anything left in that HOME afterwards is
+# listed and fails the run, whatever pytest said.
 set -eu
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -20,5 +24,24 @@ if [ ! -f "$stamp" ]; then
     fi
     rm -f .venv/.installed-* && touch "$stamp"
 fi
-echo "== pytest" >&2
-exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+
+mkdir -p .cache/npm
+test_home=$(mktemp -d "${TMPDIR:-/tmp}/agent-collector-test-home.XXXXXX")
+trap 'rm -rf "$test_home"' EXIT
+trap 'exit 130' INT TERM
+npm_config_cache=$(pwd)/.cache/npm
+export npm_config_cache
+unset XDG_CONFIG_HOME XDG_DATA_HOME XDG_STATE_HOME XDG_CACHE_HOME XDG_RUNTIME_DIR 2>/dev/null || true
+unset CODEX_HOME CLAUDE_CONFIG_DIR GEMINI_CLI_HOME AGENT_COLLECTOR_HOME 2>/dev/null || true
+
+echo "== pytest (HOME=$test_home)" >&2
+rc=0
+HOME=$test_home .venv/bin/python -m pytest -q -p no:cacheprovider "$@" || rc=$?
+
+leftover=$(cd "$test_home" && find . -mindepth 1 -maxdepth 3 | sort | head -50)
+if [ -n "$leftover" ]; then
+    echo "== FAIL: the tests wrote into HOME ($test_home); each test must use its own temporary home:" >&2
+    echo "$leftover" >&2
+    [ "$rc" -ne 0 ] || rc=1
+fi
+exit "$rc"

@@ -12,6 +12,10 @@ _AGENT_ENV = ("CODEX_HOME", "CLAUDE_CONFIG_DIR", "GEMINI_CLI_HOME", "XDG_DATA_HO
 
 
 @pytest.fixture(autouse=True)
-def _isolated_agent_env(monkeypatch: pytest.MonkeyPatch) -> None:
+def _isolated_agent_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """No developer setting leaks in, and nothing a test does lands in the real home (npm cache included)."""
     for name in _AGENT_ENV:
         monkeypatch.delenv(name, raising=False)
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("npm_config_cache", str(home / ".npm"))

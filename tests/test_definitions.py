@@ -57,6 +57,8 @@ def test_detect_by_path_and_command(tmp_path: Path) -> None:
     claude = load_definitions(None).agents["claude-code"]
     assert not detect(claude, paths, env={"PATH": str(tmp_path / "bin")}).installed
     (paths.home / ".claude").mkdir(parents=True)
+    assert not detect(claude, paths, env={"PATH": str(tmp_path / "bin")}).installed, "an empty folder"
+    (paths.home / ".claude" / "settings.json").write_text("{}\n")
     found = detect(claude, paths, env={"PATH": str(tmp_path / "bin")})
     assert found.installed and found.found_paths == (str(paths.home / ".claude"),)
     bin_dir = tmp_path / "bin"
@@ -68,6 +70,8 @@ def test_detect_by_path_and_command(tmp_path: Path) -> None:
 
 def test_cli_agents_list_and_detect_json(tmp_path: Path) -> None:
     (tmp_path / ".claude").mkdir()
+    (tmp_path / ".claude" / "settings.json").write_text("{}\n")
+    (tmp_path / ".config" / "opencode").mkdir(parents=True)  # empty: left by some tool, not OpenCode
     run = [sys.executable, "-m", "collector", "agents"]
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     listed = subprocess.run(run + ["list", "--json", "--home", str(tmp_path)], capture_output=True, env=env,
@@ -76,6 +80,7 @@ def test_cli_agents_list_and_detect_json(tmp_path: Path) -> None:
     detected = subprocess.run(run + ["detect", "--json", "--home", str(tmp_path)], capture_output=True, env=env,
                               cwd=ROOT, check=True)
     assert json.loads(detected.stdout)["claude-code"]["installed"] is True
+    assert json.loads(detected.stdout)["opencode"]["installed"] is False
     table = subprocess.run(run + ["detect", "--home", str(tmp_path)], capture_output=True, env=env, cwd=ROOT,
                            check=True, text=True)
     assert table.stdout.splitlines()[0].split()[:2] == ["AGENT", "INSTALLED"]

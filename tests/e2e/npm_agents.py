@@ -3,7 +3,8 @@
 The versions are pinned in ``tests/e2e/agents/package.json`` + ``package-lock.json``. ``ensure_agents()``
 copies both files into the cache folder (default ``<repo>/.cache/e2e-agents``, overridable with the env
 var ``AGENT_COLLECTOR_E2E_CACHE``), runs ``npm ci`` there, verifies the installed versions against the
-lock file and writes a stamp holding the hash of the two files. Later calls with an unchanged lock file
+lock file and writes a stamp holding the hash of the two files. npm's download cache is
+``<cache folder>/.npm-cache``, not the user's ``~/.npm``. Later calls with an unchanged lock file
 return immediately. A file lock serialises parallel test processes.
 
 Registry quirk: a lock file generated against a registry (or mirror) that does not carry every platform's
@@ -32,6 +33,7 @@ REPO_ROOT = E2E_DIR.parents[1]
 CACHE_ENV = "AGENT_COLLECTOR_E2E_CACHE"
 STAMP_NAME = ".e2e-agents.stamp"
 LOCK_NAME = ".e2e-agents.install-lock"
+NPM_CACHE_NAME = ".npm-cache"
 NPM_TIMEOUT_S = 1800
 
 # agent id -> (npm package, executable name in node_modules/.bin)
@@ -140,10 +142,13 @@ def _npm(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     if npm is None:
         raise AgentInstallError("npm is not on PATH; the e2e tests need node >= 20 and npm")
     cmd = [npm, *args, "--no-audit", "--no-fund", "--no-update-notifier"]
+    # npm's own download cache stays beside the install, never in the user's ~/.npm
+    env = {**os.environ, "npm_config_cache": str(root / NPM_CACHE_NAME)}
     try:
         return subprocess.run(
             cmd,
             cwd=root,
+            env=env,
             text=True,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
