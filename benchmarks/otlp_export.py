@@ -63,7 +63,7 @@ def make_entries(n: int) -> list[dict[str, Any]]:
             {
                 "event.name": "user.prompt",
                 "gen_ai.input.messages.length": 120,
-                "gen_ai.input.messages.sha256": "a" * 64,
+                "gen_ai.input.messages.hmac": "a" * 64,
             }
         ]
         for call in range(3):
@@ -86,7 +86,7 @@ def make_entries(n: int) -> list[dict[str, Any]]:
                     "gen_ai.usage.cache_creation.input_tokens": 2000,
                     "duration_ms": 900,
                     "gen_ai.output.messages.length": 300,
-                    "gen_ai.output.messages.sha256": "b" * 64,
+                    "gen_ai.output.messages.hmac": "b" * 64,
                 }
             )
             tool = {"gen_ai.tool.name": "Bash", "gen_ai.tool.call.id": f"{tid}-tool-{call}"}

@@ -52,6 +52,7 @@ class CollectorSection:
 @dataclass(slots=True)
 class ContentSection:
     capture: bool
+    digest: str
 
 
 @dataclass(slots=True)
@@ -343,8 +344,10 @@ DEFAULT_FILE = """\
 poll_interval_s = 2.0
 
 [content]
-# Keep prompts, completions, tool arguments and results? Off: only their length and a digest are kept.
+# Keep prompts, completions, tool arguments and results? Off: only their length and a keyed digest
+# (HMAC-SHA256 under <state dir>/content.key) are kept.
 capture = false
+digest = "hmac"              # "none": keep the length only
 
 [masking]
 enabled = true               # secrets are masked in everything that is kept

@@ -32,6 +32,7 @@ from collector.exporters.base import Exporter, ExportError
 from collector.exporters.jsonl import JsonlExporter
 from collector.model import RawRecord
 from collector.paths import Paths
+from collector.pipeline.content_policy import ContentKeyError, policy_for
 from collector.pipeline.correlate import Correlator
 from collector.pipeline.processor import AgentSettings, Pipeline
 from collector.sources.base import Position, Source
@@ -147,10 +148,14 @@ class Service:
         if counted.get("day") == self._today:  # today's counts survive a restart
             self.events_today = dict(counted.get("counts", {}))
             self.last_event = dict(counted.get("last", {}))
+        try:
+            content = policy_for(self.paths.state_dir, self.config.content.digest)
+        except ContentKeyError as exc:
+            raise ConfigError(str(exc)) from exc
         if "status" not in self.components:
-            self.components["status"] = _status_tracker()
+            self.components["status"] = _status_tracker(content.digest_value)
         self._pipeline = Pipeline(agents, resource, self._store.seen, correlator,
-                                  self.config.masking.enabled, self.components.get("status"))
+                                  self.config.masking.enabled, self.components.get("status"), content)
 
     def _build_sources(self) -> None:
         assert self._store is not None
@@ -354,13 +359,13 @@ def _disabled_by_user(paths: Paths) -> set[str]:
     return set(disabled_agents(paths))
 
 
-def _status_tracker() -> Any:
+def _status_tracker(digest: Callable[[Any], str | None]) -> Any:
     """Session status is part of the output in every mode (collect and run)."""
     try:
         from collector.pipeline.status import SessionStatusTracker
     except ImportError:
         return None
-    return SessionStatusTracker()
+    return SessionStatusTracker(digest=digest)
 
 
 def _login() -> str:

@@ -83,4 +83,4 @@ def test_content_capture_off_keeps_no_prompt_text(tmp_path: Path) -> None:
     text = "".join(p.read_text() for p in out.glob("*.jsonl"))
     assert "echo hi" not in text and "tell me what it printed" not in text
     prompt = next(e for e in entries if e["event.name"] == "user.prompt")
-    assert prompt["gen_ai.input.messages.length"] > 0 and len(prompt["gen_ai.input.messages.sha256"]) == 64
+    assert prompt["gen_ai.input.messages.length"] > 0 and len(prompt["gen_ai.input.messages.hmac"]) == 64

@@ -74,8 +74,11 @@ async def start_ingest(service: Service) -> tuple[asyncio.Task[None], IngestServ
 
 def hooks_only(tmp: Path, case: str) -> Paths:
     """The fixture's hook spool without its transcripts: a replay posts old payloads at a new time, so
-    turn correlation against the transcript (by time) would differ for reasons that are not ingest's."""
+    turn correlation against the transcript (by time) would differ for reasons that are not ingest's.
+    Both paths share one content key, so their digests of the same content are equal too."""
     paths = prepare_fixture(FIXTURES / "claude-code" / case, tmp)
+    paths.state_dir.mkdir(parents=True, exist_ok=True)
+    (paths.state_dir / "content.key").write_text("ab" * 32)
     shutil.rmtree(paths.home)
     paths.home.mkdir()
     return paths

@@ -84,7 +84,7 @@ def test_fixture_session_as_logs_traces_and_metrics(
     assert resource["host.name"] == entries[0]["host.name"] and resource["user.id"] == entries[0]["user.id"]
     # capture is off in the fixture: hashes and lengths only
     assert not any("gen_ai.input.messages" in r["attributes"] for r in logs)
-    assert any("gen_ai.input.messages.sha256" in r["attributes"] for r in logs)
+    assert any("gen_ai.input.messages.hmac" in r["attributes"] for r in logs)
     assert "echo hi" not in json.dumps([r["attributes"] for r in logs])
 
     # -- traces: one per turn, the GenAI span tree, times from the entries ---------------------------

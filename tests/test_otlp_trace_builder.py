@@ -186,7 +186,7 @@ def test_content_fields_follow_the_entry() -> None:
                 "gen_ai.tool.name": "Bash",
                 "gen_ai.tool.call.id": "c",
                 "gen_ai.tool.call.arguments.length": 9,
-                "gen_ai.tool.call.arguments.sha256": "ab",
+                "gen_ai.tool.call.arguments.hmac": "ab",
             },
         ),  # noqa: E501
     ]

@@ -262,9 +262,9 @@ def test_entries_drive_status_and_copy_context() -> None:
     assert out[0]["gen_ai.turn.id"] == "turn-1"
     assert out[0]["agent.hook_event_name"] == "UserPromptSubmit"
     tool = {"gen_ai.tool.name": "Bash", "gen_ai.tool.call.id": "toolu_1",
-            "gen_ai.tool.call.arguments.sha256": "ab" * 32}
+            "gen_ai.tool.call.arguments.hmac": "ab" * 32}
     tracker.observe(entry("tool.call", 3, "PreToolUse", **tool))
-    perm = {"gen_ai.tool.name": "Bash", "gen_ai.tool.call.arguments.sha256": "ab" * 32}
+    perm = {"gen_ai.tool.name": "Bash", "gen_ai.tool.call.arguments.hmac": "ab" * 32}
     assert tracker.observe(entry("tool.approve", 4, "PermissionRequest", **perm))[0]["session.status"] == (
         "waiting_for_input")
     assert tracker.observe(entry("tool.result", 5, "PostToolUse", **tool))[0]["session.status"] == "running"

@@ -176,7 +176,7 @@ def _content(attrs: dict[str, AttrValue], entry: Entry, fields: Iterable[str]) -
     for key in fields:
         _put(attrs, key, entry.get(key))
         _put(attrs, f"{key}.length", entry.get(f"{key}.length"))
-        _put(attrs, f"{key}.sha256", entry.get(f"{key}.sha256"))
+        _put(attrs, f"{key}.hmac", entry.get(f"{key}.hmac"))
 
 
 def _parent_call(entry: Entry) -> str | None:

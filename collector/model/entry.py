@@ -31,7 +31,7 @@ EVENT_NAMES = (
 )
 
 # Fields that can carry what the user or the model wrote. The content policy drops them unless content
-# capture is on for the agent, keeping ``<field>.length`` and ``<field>.sha256``.
+# capture is on for the agent, keeping ``<field>.length`` and ``<field>.hmac``.
 CONTENT_FIELDS = (
     "gen_ai.input.messages",
     "gen_ai.output.messages",

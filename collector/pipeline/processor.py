@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from collector.agents import Parser
 from collector.model import RawRecord
-from collector.pipeline.content_policy import apply_content_policy
+from collector.pipeline.content_policy import ContentPolicy
 from collector.pipeline.correlate import Correlator
 from collector.pipeline.dedupe import Deduper
 from collector.pipeline.masking import mask_entry
@@ -62,6 +62,7 @@ class Pipeline:
         correlator: Correlator,
         masking: bool = True,
         status: StatusObserver | None = None,
+        content: ContentPolicy | None = None,
     ) -> None:
         self.agents = agents
         self.resource = resource
@@ -69,6 +70,7 @@ class Pipeline:
         self.correlator = correlator
         self.masking = masking
         self.status = status
+        self.content = content if content is not None else ContentPolicy.ephemeral()
         self.stats = PipelineStats()
 
     def process(self, records: Iterable[RawRecord]) -> Output:
@@ -127,7 +129,7 @@ class Pipeline:
         if settings and settings.provider and entry["event.name"] in ("llm.request", "llm.response"):
             entry.setdefault("gen_ai.provider.name", settings.provider)
         self.correlator.apply(entry)
-        apply_content_policy(entry, settings.capture if settings else False)
+        self.content.apply(entry, settings.capture if settings else False)
         if self.masking:
             mask_entry(entry)
         self.stats.entries += 1

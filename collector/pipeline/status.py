@@ -18,17 +18,15 @@ emit. :meth:`SessionStatusTracker.sessions` is the live picture for ``/v1/sessio
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from collector.model.entry import AgentActivityEntry, event_id, hook_call_key
 from collector.model.raw import RawRecord
+from collector.pipeline.content_policy import ContentPolicy
 
 IDLE = "idle"
 RUNNING = "running"
@@ -175,7 +173,7 @@ ENTRY_FIELDS: dict[str, tuple[str, ...]] = {
     "session_id": ("gen_ai.session.id",),
     "tool_name": ("gen_ai.tool.name",),
     "tool_call_id": ("gen_ai.tool.call.id",),
-    "tool_args_sha256": ("gen_ai.tool.call.arguments.sha256",),
+    "tool_args_digest": ("gen_ai.tool.call.arguments.hmac",),
     "tool_input": ("gen_ai.tool.call.arguments",),
     "source": ("session.source",),
     "notification_type": ("notification.type",),
@@ -294,11 +292,7 @@ def _first(source: Mapping[str, Any], paths: Iterable[str], walk: bool) -> Any:
 
 
 def _fingerprint(tool_name: str | None, facts: Mapping[str, Any]) -> str:
-    digest = facts.get("tool_args_sha256")
-    if digest is None and facts.get("tool_input") is not None:
-        raw = orjson.dumps(facts["tool_input"], option=orjson.OPT_SORT_KEYS)
-        digest = hashlib.sha256(raw).hexdigest()
-    return f"{tool_name or ''}\x1f{digest or ''}"
+    return f"{tool_name or ''}\x1f{facts.get('tool_args_digest') or ''}"
 
 
 def _payload_id(agent: str, event: str, payload: Mapping[str, Any], time_ns: int) -> str:
@@ -320,8 +314,10 @@ class SessionStatusTracker:
     """Feed it events in order; it returns the ``session.status`` entries to emit."""
 
     def __init__(self, rules: Mapping[str, Mapping[str, Rule]] | None = None, max_sessions: int = 2000,
-                 day_of: Callable[[int], str] = _day) -> None:
+                 day_of: Callable[[int], str] = _day, digest: Callable[[Any], str | None] | None = None) -> None:
         self._rules = RULES if rules is None else rules
+        # the keyed digest of the content policy, so a hook's raw tool input pairs with an entry's .hmac
+        self._digest = digest if digest is not None else ContentPolicy.ephemeral().digest_value
         self._sessions: OrderedDict[tuple[str, str], SessionState] = OrderedDict()
         self._max_sessions = max_sessions
         self._day_of = day_of
@@ -374,7 +370,7 @@ class SessionStatusTracker:
         if (not isinstance(agent, str) or not isinstance(session_id, str) or not session_id
                 or not isinstance(hook_event, str) or entry.get("event.name") == "session.status"):
             return []
-        facts = {name: _first(entry, paths, walk=False) for name, paths in ENTRY_FIELDS.items()}
+        facts = self._with_digest({name: _first(entry, paths, walk=False) for name, paths in ENTRY_FIELDS.items()})
         time_ns = int(entry.get("time_unix_nano") or 0)
         signal = Signal(
             agent=agent,
@@ -392,7 +388,7 @@ class SessionStatusTracker:
                      time_ns: int, observed_ns: int | None = None) -> list[dict[str, Any]]:
         """Apply a raw hook payload (as the spool or the ingest server received it)."""
         paths = PAYLOAD_FIELDS.get(agent, _CLAUDE_FIELDS)
-        facts = {name: _first(payload, p, walk=True) for name, p in paths.items()}
+        facts = self._with_digest({name: _first(payload, p, walk=True) for name, p in paths.items()})
         session_id = facts.get("session_id")
         if not session_id:
             return []
@@ -400,6 +396,11 @@ class SessionStatusTracker:
         signal = Signal(agent, str(session_id), hook_event, trigger_id, time_ns,
                         observed_ns if observed_ns is not None else time_ns, facts, context)
         return self.apply(signal)
+
+    def _with_digest(self, facts: dict[str, Any]) -> dict[str, Any]:
+        if facts.get("tool_args_digest") is None and facts.get("tool_input") is not None:
+            facts["tool_args_digest"] = self._digest(facts["tool_input"])
+        return facts
 
     # -- the state machine -------------------------------------------------------------------------
 
