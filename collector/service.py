@@ -35,6 +35,7 @@ from collector.paths import Paths
 from collector.pipeline.content_policy import ContentKeyError, policy_for
 from collector.pipeline.correlate import Correlator
 from collector.pipeline.processor import AgentSettings, Pipeline
+from collector.pipeline.status import SessionStatusTracker
 from collector.sources.base import Position, Source
 from collector.sources.factory import BuildContext, build_sources
 from collector.sources.jsonl_files import JsonlFiles
@@ -139,7 +140,7 @@ class Service:
                 continue
             capture = agent_setting(self.config, agent_id, "content_capture", defn.content_capture or capture_all)
             path_fields = tuple(s["hook_path_field"] for s in defn.sources if s.get("hook_path_field"))
-            agents[agent_id] = AgentSettings(parser, bool(capture), defn.raw.get("provider"),
+            agents[agent_id] = AgentSettings(parser, bool(capture), defn.provider,
                                              path_fields)
         col = self.config.collector
         resource = {"user.id": col.user_id or _login(), "host.name": col.host_name or socket.gethostname()}
@@ -152,10 +153,10 @@ class Service:
             content = policy_for(self.paths.state_dir, self.config.content.digest)
         except ContentKeyError as exc:
             raise ConfigError(str(exc)) from exc
-        if "status" not in self.components:
-            self.components["status"] = _status_tracker(content.digest_value)
+        self.components["status"] = SessionStatusTracker({k: d.status_rules for k, d in self.definitions.items()},
+                                                         digest=content.digest_value)
         self._pipeline = Pipeline(agents, resource, self._store.seen, correlator,
-                                  self.config.masking.enabled, self.components.get("status"), content)
+                                  self.config.masking.enabled, self.components["status"], content)
 
     def _build_sources(self) -> None:
         assert self._store is not None
@@ -357,15 +358,6 @@ def _disabled_by_user(paths: Paths) -> set[str]:
     from collector.deploy.choices import disabled_agents
 
     return set(disabled_agents(paths))
-
-
-def _status_tracker(digest: Callable[[Any], str | None]) -> Any:
-    """Session status is part of the output in every mode (collect and run)."""
-    try:
-        from collector.pipeline.status import SessionStatusTracker
-    except ImportError:
-        return None
-    return SessionStatusTracker(digest=digest)
 
 
 def _login() -> str:

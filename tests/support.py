@@ -14,7 +14,9 @@ from typing import Any
 import jsonschema
 
 from collector.config import Config
+from collector.definitions import load_definitions
 from collector.paths import Paths
+from collector.pipeline.status import SessionStatusTracker
 from collector.service import Service
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -140,3 +142,9 @@ def assert_no_duplicates(entries: list[dict[str, Any]]) -> None:
 
 def env_without_collector() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("AGENT_COLLECTOR_")}
+
+
+def builtin_tracker(**kwargs: Any) -> SessionStatusTracker:
+    """A session status tracker with the status rules of the built-in agent definitions (agents.d)."""
+    agents = load_definitions().agents
+    return SessionStatusTracker({agent_id: d.status_rules for agent_id, d in agents.items()}, **kwargs)

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from support import FIXTURES, assert_no_duplicates, collect, prepare_fixture
+from support import FIXTURES, assert_no_duplicates, builtin_tracker, collect, prepare_fixture
 
 from collector.model import RawRecord
-from collector.pipeline.status import SessionStatusTracker
 
 SECOND = 1_000_000_000
 T0 = 1_796_037_000 * SECOND
@@ -20,7 +19,7 @@ def hook(event: str, at: int, **payload: object) -> RawRecord:
 
 
 def test_idle_sessions_close_once_at_last_event_plus_timeout() -> None:
-    tracker = SessionStatusTracker()
+    tracker = builtin_tracker()
     tracker.observe_record(hook("SessionStart", T0, source="startup"))
     tracker.observe_record(hook("UserPromptSubmit", T0 + SECOND, prompt="hi", prompt_id="p1"))
     timeout = {"qwen-code": 60 * SECOND}.get
@@ -32,7 +31,7 @@ def test_idle_sessions_close_once_at_last_event_plus_timeout() -> None:
     assert end["session.reason"] == "idle_timeout" and end["time_unix_nano"] == T0 + 61 * SECOND
     assert status["session.status"] == "closed" and status["session.previous_status"] == "running"
     assert tracker.expire(T0 + 7200 * SECOND, timeout) == [], "closed once"
-    again = SessionStatusTracker()  # a replay after a restart reaches the same ids
+    again = builtin_tracker()  # a replay after a restart reaches the same ids
     again.observe_record(hook("SessionStart", T0, source="startup"))
     again.observe_record(hook("UserPromptSubmit", T0 + SECOND, prompt="hi", prompt_id="p1"))
     assert [e["event.id"] for e in again.expire(T0 + 9999 * SECOND, timeout)] == [e["event.id"] for e in closed]

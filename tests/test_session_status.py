@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import builtin_tracker
 
 from collector.model.entry import event_id
 from collector.pipeline.status import SessionStatusTracker
@@ -20,7 +21,7 @@ class Session:
 
     def __init__(self, agent: str = "claude-code", tracker: SessionStatusTracker | None = None) -> None:
         self.agent = agent
-        self.tracker = tracker or SessionStatusTracker()
+        self.tracker = tracker or builtin_tracker()
         self.n = 0
         self.emitted: list[dict[str, Any]] = []
 
@@ -206,7 +207,7 @@ def test_stop_failure_is_error_and_a_new_prompt_recovers() -> None:
 def test_a_late_session_start_does_not_undo_later_events() -> None:
     # SessionStart comes through the command hook's spool file, the prompt over http: the daemon may
     # read the prompt first.
-    tracker = SessionStatusTracker()
+    tracker = builtin_tracker()
     tracker.observe_hook("claude-code", "UserPromptSubmit", {"session_id": SID}, "p", time_ns=200)
     assert tracker.observe_hook("claude-code", "SessionStart", {"session_id": SID, "source": "startup"},
                                 "s", time_ns=100) == []
@@ -236,7 +237,7 @@ def test_replay_gives_the_same_ids() -> None:
 def test_unknown_agent_or_event_is_ignored() -> None:
     assert Session("nobody").hook("SessionStart") == []
     assert Session().hook("NoSuchEvent") == []
-    tracker = SessionStatusTracker()
+    tracker = builtin_tracker()
     assert tracker.observe_hook("claude-code", "Stop", {"no": "session"}, "t", 1) == []
 
 
@@ -254,7 +255,7 @@ def entry(name: str, n: int, hook: str | None = None, **fields: Any) -> dict[str
 
 
 def test_entries_drive_status_and_copy_context() -> None:
-    tracker = SessionStatusTracker(day_of=lambda ns: "2026-11-30")
+    tracker = builtin_tracker(day_of=lambda ns: "2026-11-30")
     assert tracker.observe(entry("session.start", 1, "SessionStart", **{"session.source": "startup"}))
     out = tracker.observe(entry("user.prompt", 2, "UserPromptSubmit", **{"gen_ai.turn.id": "turn-1"}))
     assert out[0]["session.status"] == "running"
@@ -276,7 +277,7 @@ def test_entries_drive_status_and_copy_context() -> None:
 
 
 def test_counters_today_count_each_call_once() -> None:
-    tracker = SessionStatusTracker(day_of=lambda ns: "2026-11-29" if ns < 100 else "2026-11-30")
+    tracker = builtin_tracker(day_of=lambda ns: "2026-11-29" if ns < 100 else "2026-11-30")
     usage = {"gen_ai.usage.input_tokens": 1000, "gen_ai.usage.output_tokens": 50,
              "gen_ai.response.model": "claude-sonnet-4-5"}
     tracker.observe(entry("llm.response", 10, **usage))  # yesterday
@@ -300,7 +301,7 @@ def test_counters_today_count_each_call_once() -> None:
 
 
 def test_sessions_snapshot_is_bounded_and_ordered() -> None:
-    tracker = SessionStatusTracker(max_sessions=3)
+    tracker = builtin_tracker(max_sessions=3)
     for i in range(5):
         tracker.observe_hook("claude-code", "SessionStart", {"session_id": f"s{i}"}, f"t{i}", i)
     rows = tracker.sessions()
@@ -311,7 +312,7 @@ def test_sessions_snapshot_is_bounded_and_ordered() -> None:
 # -- the real captures of every agent ----------------------------------------------------------------
 
 def replay(agent: str, case: str) -> list[str]:
-    tracker = SessionStatusTracker()
+    tracker = builtin_tracker()
     statuses: list[str] = []
     for n, line in enumerate((FIXTURES / agent / f"{case}.jsonl").read_text().splitlines()):
         env = json.loads(line)

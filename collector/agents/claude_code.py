@@ -24,8 +24,6 @@ from collector.agents.common import (
 )
 from collector.model import AgentActivityEntry, RawRecord
 
-PROVIDER = "anthropic"
-
 
 def parse(record: RawRecord) -> list[AgentActivityEntry]:
     if record.kind == "transcript":
@@ -232,7 +230,6 @@ def _assistant(record: RawRecord, data: dict[str, Any], session: str | None) -> 
             "error.type": str(data.get("apiErrorType") or data.get("error") or "api_error"),
             "error.message": _texts(message.get("content")),
             "http.response.status_code": int(str(status)) if str(status).isdigit() else None,
-            "gen_ai.provider.name": PROVIDER,
             **scope,
         }
         return [native_entry(record, "error", time_ns, session, data.get("uuid", ""), attrs)]
@@ -262,7 +259,6 @@ def _llm_response(
     cache_creation = as_int(usage.get("cache_creation_input_tokens")) or 0
     details = usage.get("output_tokens_details") or {}
     attrs: dict[str, Any] = {
-        "gen_ai.provider.name": PROVIDER,
         "gen_ai.operation.name": "chat",
         "gen_ai.request.model": data.get("requestedModel") or message.get("model"),
         "gen_ai.response.model": message.get("model"),
@@ -288,7 +284,6 @@ def _api_request(record: RawRecord, data: dict[str, Any], session: str | None) -
         return []
     params = data.get("params") or {}
     attrs = {
-        "gen_ai.provider.name": PROVIDER,
         "gen_ai.operation.name": "chat",
         "gen_ai.request.model": params.get("model"),
         "gen_ai.request.max_tokens": as_int(params.get("max_tokens")),

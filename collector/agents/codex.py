@@ -57,7 +57,6 @@ from collector.agents.common import (
 )
 from collector.model import AgentActivityEntry, RawRecord
 
-PROVIDER = "openai"
 _THREAD_IN_NAME = re.compile(r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.jsonl$")
 _EXIT_IN_OUTPUT = re.compile(r"^(?:Process exited with code|Exit code:)\s*(-?\d+)\s*$", re.MULTILINE)
 
@@ -243,7 +242,6 @@ def _llm_response(line: _Line, last: Any, total: Any, extra: dict[str, Any]) -> 
     fields = ("total_tokens", "input_tokens", "output_tokens")
     key = "usage:" + ":".join(str(as_int(u.get(f))) for u in (total, last) for f in fields)
     attrs: dict[str, Any] = {
-        "gen_ai.provider.name": PROVIDER,
         "gen_ai.operation.name": "chat",
         **extra,
         **usage_attributes(

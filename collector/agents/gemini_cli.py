@@ -46,7 +46,6 @@ from collector.agents.common import (
 )
 from collector.model import AgentActivityEntry, RawRecord
 
-PROVIDER = "gcp.gemini"
 HEADER_BYTES = 64 * 1024
 _EXIT_CODE = re.compile(r"^Exit Code:\s*(-?\d+)", re.MULTILINE | re.IGNORECASE)
 _FINAL = {"success": "success", "error": "error", "cancelled": "cancelled"}
@@ -98,7 +97,7 @@ def _after_model(record: RawRecord, hook: HookEnvelope, session: str | None) -> 
         return []
     request = _json_or_value(hook.get("llm_request"))
     model = request.get("model") if isinstance(request, dict) else None
-    attrs = {"gen_ai.provider.name": PROVIDER, "gen_ai.operation.name": "chat", "gen_ai.request.model": model,
+    attrs = {"gen_ai.operation.name": "chat", "gen_ai.request.model": model,
              **_usage(usage.get("promptTokenCount"), usage.get("candidatesTokenCount"),
                       usage.get("cachedContentTokenCount"), usage.get("thoughtsTokenCount"))}
     return [hook_entry(record, hook, "llm.response", session, attributes=attrs)]
@@ -198,7 +197,6 @@ def _gemini(record: RawRecord, msg: dict[str, Any], msg_id: str, session: str | 
     if isinstance(tokens, dict):
         text = _text(msg.get("content"))
         attrs = {
-            "gen_ai.provider.name": PROVIDER,
             "gen_ai.operation.name": "chat",
             "gen_ai.request.model": msg.get("model"),
             "gen_ai.response.model": msg.get("model"),

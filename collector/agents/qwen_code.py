@@ -37,7 +37,6 @@ from collector.agents.common import (
 )
 from collector.model import AgentActivityEntry, RawRecord
 
-PROVIDER = "openai"
 _EXIT_CODE = re.compile(r"^Exit Code:\s*(-?\d+)", re.MULTILINE)
 
 
@@ -234,7 +233,6 @@ def _api_response(record: RawRecord, event: dict[str, Any], session: str | None,
         return []
     text = event.get("response_text")
     attrs = {
-        "gen_ai.provider.name": PROVIDER,
         "gen_ai.operation.name": "chat",
         "gen_ai.turn.id": event.get("prompt_id"),
         "gen_ai.request.model": event.get("model"),

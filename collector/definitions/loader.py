@@ -21,6 +21,7 @@ import jsonschema
 import orjson
 
 from collector.paths import project_root
+from collector.pipeline.status_rules import AgentStatusRules
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +66,16 @@ class AgentDefinition:
     @property
     def sources(self) -> list[dict[str, Any]]:
         return list(self.raw.get("sources", []))
+
+    @property
+    def provider(self) -> str | None:
+        value = self.raw.get("provider")
+        return value if isinstance(value, str) else None
+
+    @property
+    def status_rules(self) -> AgentStatusRules:
+        """What the agent's hook events do to its sessions' status (the ``status`` section)."""
+        return AgentStatusRules.from_data(self.raw.get("status"))
 
     @property
     def content_capture(self) -> bool:

@@ -17,11 +17,15 @@ import hashlib
 import json
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from collector.deploy.hookcmd import is_our_hook
+from collector.deploy.model import TrustResult
+from collector.paths import Paths
+from collector.registry import Plugin
 
 HOW_TO_TRUST = (
     "start `codex` in a terminal, type /hooks, review the agent-collector hooks and trust them "
@@ -119,3 +123,31 @@ def codex_trust(hooks_file: Path, hooks_json: Any, config_file: Path) -> TrustRe
                 else:
                     report.trusted += 1
     return report
+
+
+def check_hooks_file(hooks_file: Path, config_file: Path) -> TrustResult:
+    """The trust store's answer for our hooks in ``hooks_file``."""
+    try:
+        hooks_json = json.loads(hooks_file.read_bytes())
+    except (OSError, ValueError) as exc:
+        return TrustResult(False, f"{hooks_file}: {exc}", error=True)
+    report = codex_trust(hooks_file, hooks_json, config_file)
+    return TrustResult(report.ok, report.hint(config_file))
+
+
+def _build(config: dict[str, Any], paths: Paths) -> Callable[[Path], TrustResult]:
+    config_file = paths.expand(config["config"])
+    return lambda hooks_file: check_hooks_file(hooks_file, config_file)
+
+
+PLUGIN: Plugin[Callable[[dict[str, Any], Paths], Callable[[Path], TrustResult]]] = Plugin(
+    "codex_hooks_state",
+    _build,
+    {
+        "type": "object",
+        "properties": {
+            "config": {"type": "string", "default": "${CODEX_HOME:-~/.codex}/config.toml",
+                       "description": "The config.toml holding [hooks.state]."},
+        },
+    },
+)

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from collector.definitions.loader import AgentDefinition
-from collector.deploy.codex_trust import codex_trust
 from collector.deploy.fsutil import (
     missing_parents,
     read_or_none,
@@ -33,6 +32,7 @@ from collector.deploy.model import (
 )
 from collector.deploy.records import DeployRecord, RecordStore
 from collector.deploy.strategies import Check, FileEdit, edits_for
+from collector.deploy.trust import trust_stores
 from collector.paths import Paths
 
 log = logging.getLogger(__name__)
@@ -274,8 +274,8 @@ def _spec_state(agent: str, spec: dict[str, Any], paths: Paths, hook_script: Pat
     worst: Check = max((c for _, c in checks), key=lambda c: _WORST.index(c.level))
     recorded = any(store.load(agent, edit.path) is not None for edit, _ in checks)
     state, hint = _state_of(worst, recorded, agent)
-    if state is State.IN_PLACE and spec.get("trust", {}).get("store") == "codex_hooks_state":
-        state, hint = _codex_trust_state(edits[-1].path, paths, spec, hint)
+    if state is State.IN_PLACE and spec.get("trust", {}).get("store"):
+        state, hint = _trust_state(edits[-1].path, paths, spec["trust"], hint)
     return IntegrationStatus(agent, spec["kind"], file, state, hint)
 
 
@@ -294,15 +294,15 @@ def _state_of(check: Check, recorded: bool, agent: str) -> tuple[State, str]:
     return State.MISSING, f"not installed ({check.hint}); run `agent-collector install --agent {agent}`"
 
 
-def _codex_trust_state(hooks_file: Path, paths: Paths, spec: dict[str, Any], hint: str) -> tuple[State, str]:
-    import json
-
-    config = paths.expand(spec["trust"].get("config", "${CODEX_HOME:-~/.codex}/config.toml"))
+def _trust_state(hooks_file: Path, paths: Paths, trust: dict[str, Any], hint: str) -> tuple[State, str]:
+    """Hooks in place may still not run: ask the agent's trust store (named by the integration)."""
     try:
-        hooks_json = json.loads(hooks_file.read_bytes())
-    except (OSError, ValueError) as exc:
-        return State.ERROR, f"{hooks_file}: {exc}"
-    report = codex_trust(hooks_file, hooks_json, config)
-    if report.ok:
-        return State.IN_PLACE, f"{hint}; {report.hint(config)}"
-    return State.UNTRUSTED, report.hint(config)
+        check = trust_stores().build(trust["store"], trust, paths)
+    except (LookupError, ValueError) as exc:
+        return State.ERROR, str(exc)
+    result = check(hooks_file)
+    if result.error:
+        return State.ERROR, result.hint
+    if result.trusted:
+        return State.IN_PLACE, f"{hint}; {result.hint}"
+    return State.UNTRUSTED, result.hint

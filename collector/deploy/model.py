@@ -81,3 +81,12 @@ class IntegrationStatus:
     def as_dict(self) -> dict[str, str]:
         return {"agent": self.agent, "kind": self.kind, "file": self.file, "state": self.state.value,
                 "hint": self.hint, "summary": self.summary}
+
+
+@dataclass(frozen=True, slots=True)
+class TrustResult:
+    """What a trust store says about our deployed hooks: will the agent run them, and what to tell the user."""
+
+    trusted: bool
+    hint: str
+    error: bool = False  # the store could not be read: the state is unknown

@@ -20,8 +20,6 @@ log = logging.getLogger(__name__)
 
 
 def attach(service: Service) -> None:
-    tracker = SessionStatusTracker()
-    service.components["status"] = tracker
     if service.config.ingest.enabled:
         service.components.setdefault("starters", []).append(run_ingest)
 

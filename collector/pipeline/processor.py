@@ -33,7 +33,7 @@ class StatusObserver(Protocol):
 class AgentSettings:
     parser: Parser
     capture: bool = False
-    provider: str | None = None
+    provider: str | None = None  # the definition's: gen_ai.provider.name of model calls that do not name one
     path_fields: tuple[str, ...] = ()  # hook payload fields naming files a source should follow
 
 
@@ -126,7 +126,7 @@ class Pipeline:
         settings = self.agents.get(agent)
         for key, value in self.resource.items():
             entry.setdefault(key, value)
-        if settings and settings.provider and entry["event.name"] in ("llm.request", "llm.response"):
+        if settings and settings.provider and _calls_the_model(entry):
             entry.setdefault("gen_ai.provider.name", settings.provider)
         self.correlator.apply(entry)
         self.content.apply(entry, settings.capture if settings else False)
@@ -143,3 +143,9 @@ def _discovered(record: RawRecord, fields: tuple[str, ...]) -> list[tuple[str, s
     if not isinstance(payload, dict):
         return []
     return [(record.agent, payload[f]) for f in fields if isinstance(payload.get(f), str) and payload[f]]
+
+
+def _calls_the_model(entry: dict[str, Any]) -> bool:
+    """A model call, or a model API failure (an error with the API's HTTP status)."""
+    name = entry["event.name"]
+    return name in ("llm.request", "llm.response") or (name == "error" and "http.response.status_code" in entry)

@@ -9,11 +9,13 @@ while any wait is open, else the base status. A wait is cleared only by the resu
 so a parallel tool finishing cannot hide a pending wait; the turn's end (Stop, a new prompt, the
 session's end) clears them all, because the agent cannot be waiting any more.
 
-Which hook event does what is data: :data:`RULES`, keyed by agent id and hook event name. The tracker
-is pure (no I/O, no clock): feed it entries (:meth:`SessionStatusTracker.observe`, which reads
-``agent.hook_event_name`` from hook-derived entries and ignores the rest for status) or raw hook
-payloads (:meth:`SessionStatusTracker.observe_hook`); each returns the ``session.status`` entries to
-emit. :meth:`SessionStatusTracker.sessions` is the live picture for ``/v1/sessions``.
+Which hook event does what is data: each agent definition's ``status`` section, read into
+:class:`~collector.pipeline.status_rules.AgentStatusRules` and handed to the tracker keyed by agent id
+(this module names no agent). The tracker is pure (no I/O, no clock): feed it entries
+(:meth:`SessionStatusTracker.observe`, which reads ``agent.hook_event_name`` from hook-derived entries
+and ignores the rest for status) or raw hook payloads (:meth:`SessionStatusTracker.observe_hook`); each
+returns the ``session.status`` entries to emit. :meth:`SessionStatusTracker.sessions` is the live
+picture for ``/v1/sessions``.
 """
 
 from __future__ import annotations
@@ -27,6 +29,23 @@ from typing import Any
 from collector.model.entry import AgentActivityEntry, event_id, hook_call_key
 from collector.model.raw import RawRecord
 from collector.pipeline.content_policy import ContentPolicy
+from collector.pipeline.status_rules import (
+    ACTIVITY,
+    ASK,
+    BLOCKED,
+    ELICIT,
+    END,
+    FAIL,
+    IGNORE,
+    PERMISSION,
+    PROMPT,
+    RESOLVE,
+    RESOLVE_ELICIT,
+    SETTLE,
+    START,
+    AgentStatusRules,
+    When,
+)
 
 IDLE = "idle"
 RUNNING = "running"
@@ -35,138 +54,6 @@ READY = "ready_for_review"
 CLOSED = "closed"
 ERROR = "error"
 STATUSES = (IDLE, RUNNING, WAITING, READY, CLOSED, ERROR)
-
-# What a hook event does to a session.
-START = "start"  # base idle, waits cleared; a compaction restart keeps everything
-PROMPT = "prompt"  # base running, waits cleared (the user answered whatever was pending)
-ACTIVITY = "activity"  # base running (the agent is working)
-ASK = "ask"  # a question tool starts: opens a wait keyed by its tool call id
-PERMISSION = "permission"  # a permission request: opens a wait keyed by the tool call it is for
-ELICIT = "elicit"  # an MCP elicitation: opens a wait keyed by the elicitation id
-BLOCKED = "blocked"  # a notification that the agent is blocked on the user: a wait keyed by its type
-RESOLVE = "resolve"  # a tool result or permission decision: clears the matching wait
-RESOLVE_ELICIT = "resolve_elicit"  # an elicitation result: clears the matching elicitation wait
-SETTLE = "settle"  # the turn ended: ready_for_review
-FAIL = "fail"  # the turn ended with an error: error
-END = "end"  # the session ended: closed
-IGNORE = "ignore"
-
-
-@dataclass(frozen=True, slots=True)
-class When:
-    """A conditional rule: ``then`` if the signal's ``field`` is one of ``values``, else ``otherwise``."""
-
-    field: str
-    values: frozenset[str]
-    then: str
-    otherwise: str = ACTIVITY
-
-
-Rule = str | When
-
-# Claude Code and Qwen Code share the hook vocabulary (Qwen copied it).
-_CLAUDE_STYLE: dict[str, Rule] = {
-    "SessionStart": START,
-    "UserPromptSubmit": PROMPT,
-    "PreToolUse": When("tool_name", frozenset({"AskUserQuestion"}), ASK),
-    "PermissionRequest": PERMISSION,
-    "Elicitation": ELICIT,
-    "ElicitationResult": RESOLVE_ELICIT,
-    "Notification": When(
-        "notification_type",
-        frozenset({"permission_prompt", "agent_needs_input", "elicitation_dialog"}),
-        BLOCKED,
-        IGNORE,  # idle_prompt, auth_success, agent_completed: nothing to wait for
-    ),
-    "PostToolUse": RESOLVE,
-    "PostToolUseFailure": RESOLVE,
-    "PermissionDenied": RESOLVE,
-    "PostToolBatch": ACTIVITY,
-    "SubagentStart": ACTIVITY,
-    "SubagentStop": ACTIVITY,
-    "PreCompact": ACTIVITY,
-    "PostCompact": ACTIVITY,
-    "Stop": SETTLE,
-    "StopFailure": FAIL,
-    "SessionEnd": END,
-}
-
-RULES: dict[str, dict[str, Rule]] = {
-    "claude-code": _CLAUDE_STYLE,
-    "qwen-code": _CLAUDE_STYLE,
-    "codex": {
-        "SessionStart": START,
-        "UserPromptSubmit": PROMPT,
-        "PreToolUse": When("tool_name", frozenset({"request_user_input"}), ASK),
-        "PermissionRequest": PERMISSION,
-        "PostToolUse": RESOLVE,
-        "SubagentStart": ACTIVITY,
-        "SubagentStop": ACTIVITY,
-        "PreCompact": ACTIVITY,
-        "PostCompact": ACTIVITY,
-        "Stop": SETTLE,
-        "notify": SETTLE,  # agent-turn-complete
-        "Interrupt": SETTLE,  # the user stopped the turn: it is the user's move again
-        "SessionEnd": END,
-    },
-    "gemini-cli": {
-        "SessionStart": START,
-        "BeforeAgent": PROMPT,
-        "BeforeModel": ACTIVITY,
-        "AfterModel": ACTIVITY,
-        "BeforeToolSelection": ACTIVITY,
-        "BeforeTool": When("tool_name", frozenset({"ask_user"}), ASK),
-        "AfterTool": RESOLVE,
-        "PreCompress": ACTIVITY,
-        "Notification": When("notification_type", frozenset({"ToolPermission"}), BLOCKED, IGNORE),
-        "AfterAgent": SETTLE,
-        "SessionEnd": END,
-    },
-    # OpenCode: bus events under their own type, plugin hooks under their hook name, as
-    # integrations/opencode/agent-collector.js spools them.
-    "opencode": {
-        "session.created": START,
-        "chat.message": PROMPT,
-        "session.status": When("state", frozenset({"busy", "retry"}), ACTIVITY, IGNORE),
-        "tool.execute.before": When("tool_name", frozenset({"question"}), ASK),
-        "tool.execute.after": RESOLVE,
-        "permission.ask": PERMISSION,
-        "permission.asked": PERMISSION,
-        "permission.updated": PERMISSION,
-        "permission.replied": RESOLVE,
-        "session.idle": SETTLE,
-        "session.error": FAIL,
-        "session.deleted": END,
-    },
-}
-
-# Where a signal's facts live in a raw hook payload, first match wins ("a.b" walks into objects).
-_CLAUDE_FIELDS: dict[str, tuple[str, ...]] = {
-    "session_id": ("session_id",),
-    "tool_name": ("tool_name",),
-    "tool_call_id": ("tool_use_id", "tool_call_id"),
-    "tool_input": ("tool_input",),
-    "source": ("source",),
-    "notification_type": ("notification_type",),
-    "elicitation_id": ("elicitation_id",),
-    "mcp_server": ("mcp_server_name",),
-    "workspace": ("cwd",),
-}
-PAYLOAD_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
-    "claude-code": _CLAUDE_FIELDS,
-    "qwen-code": _CLAUDE_FIELDS,
-    "codex": {**_CLAUDE_FIELDS, "session_id": ("session_id", "thread-id")},
-    "gemini-cli": _CLAUDE_FIELDS,
-    "opencode": {  # bus events are {id, type, properties}; hooks are {input, output}
-        "session_id": ("properties.sessionID", "properties.info.id", "input.sessionID"),
-        "tool_name": ("input.tool", "properties.tool"),
-        "tool_call_id": ("input.callID", "properties.callID", "properties.tool.callID"),
-        "wait_id": ("properties.id", "properties.permissionID", "properties.requestID", "input.id"),
-        "tool_input": ("output.args",),
-        "state": ("properties.status.type",),
-        "workspace": ("properties.info.directory",),
-    },
-}
 
 # Entry fields that carry the same facts, for entries built by the agent parsers.
 ENTRY_FIELDS: dict[str, tuple[str, ...]] = {
@@ -313,9 +200,9 @@ def _day(time_ns: int) -> str:
 class SessionStatusTracker:
     """Feed it events in order; it returns the ``session.status`` entries to emit."""
 
-    def __init__(self, rules: Mapping[str, Mapping[str, Rule]] | None = None, max_sessions: int = 2000,
+    def __init__(self, rules: Mapping[str, AgentStatusRules] | None = None, max_sessions: int = 2000,
                  day_of: Callable[[int], str] = _day, digest: Callable[[Any], str | None] | None = None) -> None:
-        self._rules = RULES if rules is None else rules
+        self._rules: Mapping[str, AgentStatusRules] = rules or {}
         # the keyed digest of the content policy, so a hook's raw tool input pairs with an entry's .hmac
         self._digest = digest if digest is not None else ContentPolicy.ephemeral().digest_value
         self._sessions: OrderedDict[tuple[str, str], SessionState] = OrderedDict()
@@ -387,8 +274,10 @@ class SessionStatusTracker:
     def observe_hook(self, agent: str, hook_event: str, payload: Mapping[str, Any], trigger_id: str,
                      time_ns: int, observed_ns: int | None = None) -> list[dict[str, Any]]:
         """Apply a raw hook payload (as the spool or the ingest server received it)."""
-        paths = PAYLOAD_FIELDS.get(agent, _CLAUDE_FIELDS)
-        facts = self._with_digest({name: _first(payload, p, walk=True) for name, p in paths.items()})
+        rules = self._rules.get(agent)
+        if rules is None:
+            return []
+        facts = self._with_digest({name: _first(payload, p, walk=True) for name, p in rules.payload_fields.items()})
         session_id = facts.get("session_id")
         if not session_id:
             return []
@@ -405,7 +294,8 @@ class SessionStatusTracker:
     # -- the state machine -------------------------------------------------------------------------
 
     def action_for(self, signal: Signal) -> str:
-        rule = self._rules.get(signal.agent, {}).get(signal.hook_event, IGNORE)
+        rules = self._rules.get(signal.agent)
+        rule = rules.rule(signal.hook_event) if rules is not None else IGNORE
         if isinstance(rule, When):
             return rule.then if signal.get(rule.field) in rule.values else rule.otherwise
         return rule
@@ -502,8 +392,8 @@ class SessionStatusTracker:
             del self._sessions[closed if closed is not None else next(iter(self._sessions))]
 
     def expire(self, now_ns: int, idle_ns: Callable[[str], int | None]) -> list[dict[str, Any]]:
-        """Close the sessions that never say goodbye (Qwen Code in -p mode, `opencode run`): no event for
-        their agent's idle timeout. Emits ``session.end`` (reason ``idle_timeout``) and the change to
+        """Close the sessions that never say goodbye (agents whose non-interactive mode fires no session
+        end): no event for their agent's idle timeout. Emits ``session.end`` (reason ``idle_timeout``) and the change to
         ``closed``, timed at the last event plus the timeout, with ids from that moment, so a replay or a
         second daemon reaches the same entries."""
         out: list[dict[str, Any]] = []

@@ -1,0 +1,76 @@
+"""An agent is one complete plug-in: the core names none, and an agent added the README's way (a
+definition in the user's agents.d, an existing parser, a fixture) behaves exactly like the one it copies."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import FIXTURES, ROOT, collect, prepare_fixture
+
+from collector.definitions import load_definitions
+from collector.paths import Paths
+
+CORE = [ROOT / "collector" / p for p in ("pipeline", "sources", "exporters", "deploy/engine.py", "service.py")]
+AGENT_IDS = sorted(load_definitions().agents)
+DUMMY = "dummy-agent"
+# Fields that name the agent, or are derived from its name (ids are hashes that include it).
+AGENT_KEYED = ("gen_ai.agent.type", "event.id", "observed_time_unix_nano")
+
+
+def _core_files() -> list[Path]:
+    return sorted(f for p in CORE for f in ([p] if p.is_file() else p.rglob("*.py")))
+
+
+def test_the_core_names_no_agent() -> None:
+    assert len(AGENT_IDS) >= 5 and len(_core_files()) > 20
+    names = [n for a in AGENT_IDS for n in {a, a.replace("-", "_")}]
+    pattern = re.compile("|".join(re.escape(n) for n in names), re.IGNORECASE)
+    hits = [f"{f.relative_to(ROOT)}:{i}: {line.strip()}"
+            for f in _core_files() for i, line in enumerate(f.read_text().splitlines(), 1) if pattern.search(line)]
+    assert hits == [], "agent knowledge belongs in agents.d and the agent's parser:\n" + "\n".join(hits)
+
+
+def _as_dummy(case: Path, tmp: Path) -> Paths:
+    """The fixture case, but its hooks spooled by the dummy agent, which the user added in one file."""
+    paths = prepare_fixture(case, tmp)
+    spool = paths.spool_dir / case.parent.name
+    if spool.exists():
+        shutil.move(spool, paths.spool_dir / DUMMY)
+    definition = json.loads((ROOT / "agents.d" / f"{case.parent.name}.json").read_text())
+    definition["id"] = DUMMY
+    paths.agents_override_dir.mkdir(parents=True)
+    (paths.agents_override_dir / f"{DUMMY}.json").write_text(json.dumps(definition))
+    (paths.config_dir / "config.toml").write_text(f'[agents.{case.parent.name}]\nenabled = false\n')
+    return paths
+
+
+def _comparable(entries: list[dict[str, Any]], agent: str) -> list[dict[str, Any]]:
+    mine = [{k: v for k, v in e.items() if k not in AGENT_KEYED} for e in entries if e["gen_ai.agent.type"] == agent]
+    return sorted(mine, key=lambda e: json.dumps(e, sort_keys=True))
+
+
+@pytest.mark.parametrize("case", sorted((FIXTURES / "qwen-code").glob("*/expected.json")),
+                         ids=lambda p: p.parent.name)
+def test_an_agent_added_by_one_definition_file_behaves_like_the_one_it_copies(case: Path, tmp_path: Path) -> None:
+    original = collect(prepare_fixture(case.parent, tmp_path / "original"))
+    dummy = collect(_as_dummy(case.parent, tmp_path / "dummy"))
+    assert {e["gen_ai.agent.type"] for e in dummy} == {DUMMY}
+    statuses = [e for e in original if e["event.name"] == "session.status"]
+    assert len(statuses) >= 3, "the fixture drives the session status through several states"
+    assert len([e for e in dummy if e["event.name"] == "session.status"]) == len(statuses)
+    assert _comparable(dummy, DUMMY) == _comparable(original, "qwen-code")
+
+
+def test_a_status_rule_with_an_unknown_action_is_reported_and_the_definition_skipped(tmp_path: Path) -> None:
+    definition = json.loads((ROOT / "agents.d" / "qwen-code.json").read_text())
+    definition["id"] = DUMMY
+    definition["status"]["events"]["Stop"] = "celebrate"
+    (tmp_path / f"{DUMMY}.json").write_text(json.dumps(definition))
+    loaded = load_definitions(tmp_path)
+    assert DUMMY not in loaded.agents and "qwen-code" in loaded.agents
+    assert any(p.json_path == "$.status.events.Stop" for p in loaded.problems), loaded.problems
