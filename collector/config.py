@@ -90,11 +90,21 @@ class WatchdogSection:
 
 
 @dataclass(slots=True)
+class StoreSection:
+    """The usage store ``report`` and the dashboard read (docs/reports.md)."""
+
+    enabled: bool
+    path: str
+    retention_days: int
+
+
+@dataclass(slots=True)
 class Config:
     collector: CollectorSection
     content: ContentSection
     masking: MaskingSection
     jsonl: JsonlSection
+    store: StoreSection
     ingest: IngestSection
     watchdog: WatchdogSection
     agents: dict[str, AgentSection] = field(default_factory=dict)
@@ -109,7 +119,7 @@ class Config:
 
 SECTIONS: dict[str, type] = {
     "collector": CollectorSection, "content": ContentSection, "masking": MaskingSection,
-    "jsonl": JsonlSection, "ingest": IngestSection, "watchdog": WatchdogSection,
+    "jsonl": JsonlSection, "store": StoreSection, "ingest": IngestSection, "watchdog": WatchdogSection,
 }
 
 
@@ -354,6 +364,10 @@ enabled = true               # secrets are masked in everything that is kept
 
 [jsonl]
 enabled = true               # daily files under <data dir>/output
+
+[store]
+enabled = true               # usage store (<data dir>/usage.sqlite) for `report` and the dashboard
+retention_days = 0           # drop rows older than this many days; 0 keeps everything
 
 [ingest]
 enabled = true               # loopback HTTP hook ingest

@@ -168,6 +168,11 @@ class Service:
         if self.config.jsonl.enabled:
             self._jsonl = JsonlExporter(self.output_dir, self._store.get("exporter.jsonl", {}))
             self.exporters.append(self._jsonl)
+        from collector.usage.exporter import build_usage_exporter
+
+        usage = build_usage_exporter(self.config, self.paths.data_dir)
+        if usage is not None:
+            self.exporters.append(usage)
         otlp = self.config.otlp
         if not (otlp.get("enabled") or otlp.get("backends") or otlp.get("endpoint")
                 or any(k.startswith("OTEL_EXPORTER_OTLP_") for k in os.environ)):

@@ -17,6 +17,7 @@ COMMAND_MODULES = [
     "collector.cli.status_cmd",
     "collector.cli.config_cmd",
     "collector.cli.live_cmd",
+    "collector.cli.report_cmd",
 ]
 
 

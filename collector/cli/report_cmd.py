@@ -1,0 +1,118 @@
+"""``agent-collector report daily|weekly|monthly|session|model|agent|blocks``: usage and cost from the
+local usage store."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sqlite3
+import sys
+from datetime import date, datetime, timedelta, tzinfo
+from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from collector.cli.common import add_home, fail, paths_from, print_json
+from collector.config import ConfigError, load_config
+from collector.usage.exporter import store_settings
+from collector.usage.query import KINDS, Filters
+from collector.usage.render import table_lines
+from collector.usage.report import ReportRequest, build_report
+from collector.usage.store import connect, store_file
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "report", help="usage and cost per day, week, month, session, model, agent or 5-hour block",
+        description="Tokens (input with cache reads and writes apart, output, reasoning), model calls, tool "
+                    "calls, tool failures and cost, from the local usage store. Cost comes from the bundled "
+                    "genai-prices table (offline); models it does not know are shown as unpriced.")
+    parser.add_argument("kind", choices=KINDS, help="how to group")
+    parser.add_argument("--since", metavar="DATE", help="first day included (YYYY-MM-DD or YYYYMMDD)")
+    parser.add_argument("--until", metavar="DATE", help="last day included (YYYY-MM-DD or YYYYMMDD)")
+    parser.add_argument("--agent", action="append", default=[], metavar="ID", help="only this agent (repeatable)")
+    parser.add_argument("--project", metavar="PATH", help="only sessions in this workspace (full path or last part)")
+    parser.add_argument("--timezone", metavar="TZ", help="IANA time zone for days and times (default: local)")
+    parser.add_argument("--breakdown", action="store_true", help="a line per model under each row")
+    parser.add_argument("--json", action="store_true", help="print JSON (docs/reports.md) instead of a table")
+    parser.add_argument("--store", metavar="FILE", help="the usage store to read (default: from the config)")
+    add_home(parser)
+    parser.set_defaults(func=cmd_report)
+
+
+def local_zone() -> tuple[tzinfo, str]:
+    name = os.environ.get("TZ", "").lstrip(":")
+    if not name:
+        try:
+            target = os.readlink("/etc/localtime")
+            name = target.split("zoneinfo/", 1)[1] if "zoneinfo/" in target else ""
+        except OSError:
+            name = ""
+    try:
+        return (ZoneInfo(name), name) if name else (ZoneInfo("UTC"), "UTC")
+    except (ZoneInfoNotFoundError, ValueError):
+        return ZoneInfo("UTC"), "UTC"
+
+
+def parse_day(text: str) -> date:
+    for fmt in ("%Y-%m-%d", "%Y%m%d"):
+        try:
+            return datetime.strptime(text, fmt).date()
+        except ValueError:
+            continue
+    raise ValueError(f"{text!r} is not a date (YYYY-MM-DD or YYYYMMDD)")
+
+
+def _midnight_ns(day: date, tz: tzinfo) -> int:
+    return int(datetime(day.year, day.month, day.day, tzinfo=tz).timestamp()) * 10**9
+
+
+def build_request(args: argparse.Namespace) -> ReportRequest:
+    if args.timezone:
+        try:
+            tz: tzinfo = ZoneInfo(args.timezone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {args.timezone!r} (an IANA name such as Europe/Berlin)") from None
+        tz_name = args.timezone
+    else:
+        tz, tz_name = local_zone()
+    since = parse_day(args.since) if args.since else None
+    until = parse_day(args.until) if args.until else None
+    filters = Filters(
+        since_ns=_midnight_ns(since, tz) if since else None,
+        until_ns=_midnight_ns(until + timedelta(days=1), tz) if until else None,
+        agents=tuple(args.agent), project=args.project)
+    return ReportRequest(args.kind, filters, tz, tz_name, since.isoformat() if since else None,
+                         until.isoformat() if until else None)
+
+
+def store_path(args: argparse.Namespace) -> Path:
+    if getattr(args, "store", None):
+        return Path(args.store)
+    paths = paths_from(args)
+    return store_file(paths.data_dir, store_settings(load_config(paths.config_file)))
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    try:
+        request = build_request(args)
+        path = store_path(args)
+    except (ValueError, ConfigError) as exc:
+        return fail(str(exc))
+    if not path.is_file():
+        return fail(f"no usage store at {path} yet: start the daemon (`agent-collector run`) or run "
+                    f"`agent-collector collect --once`", 1)
+    try:
+        db = connect(path, readonly=True)
+        try:
+            report = build_report(db, request)
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        return fail(f"cannot read the usage store {path}: {exc}", 1)
+    if args.json:
+        print_json(report)
+        return 0
+    width = shutil.get_terminal_size((120, 24)).columns if sys.stdout.isatty() else 120
+    sys.stdout.write("\n".join(table_lines(report, args.breakdown, width)) + "\n")
+    return 0

@@ -1,0 +1,95 @@
+"""Reports as terminal tables: right-aligned numbers, compact ones (12.6k, 1.2M) when the exact ones do
+not fit the width, one row per period (and per model with ``--breakdown``), a total line, footnotes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+KEY_HEADERS = {"daily": "Date", "weekly": "Week of", "monthly": "Month", "session": "Session",
+               "model": "Model", "agent": "Agent", "blocks": "Block (5 h)"}
+COLUMNS = (("Input", "uncached_input_tokens"), ("Cache read", "cache_read_tokens"),
+           ("Cache write", "cache_write_tokens"), ("Output", "output_tokens"), ("Reasoning", "reasoning_tokens"),
+           ("Calls", "calls"), ("Tools", "tool_calls"), ("Failed", "tool_failures"))
+
+
+def compact(n: int) -> str:
+    for size, suffix in ((1_000_000_000, "G"), (1_000_000, "M"), (1_000, "k")):
+        if abs(n) >= size:
+            return f"{n / size:.1f}{suffix}"
+    return str(n)
+
+
+def money(row: dict[str, Any]) -> str:
+    cost = row["cost_usd"]
+    if cost is None:
+        return "unpriced"
+    text = f"${cost:,.4f}" if cost < 1 else f"${cost:,.2f}"
+    if row["unpriced_calls"]:
+        text += "*"
+    if row["cost_differs"]:
+        text += "!"
+    return text
+
+
+def _label(report: dict[str, Any], row: dict[str, Any]) -> str:
+    kind = report["report"]
+    if kind == "session":
+        project = (row.get("project") or "").rstrip("/").rsplit("/", 1)[-1]
+        return f"{row['agent']} {row['session'][:8]}" + (f" {project}" if project else "")
+    if kind == "blocks":
+        return row["start"].replace("T", " ") + (" (active)" if row.get("active") else "")
+    return str(row["key"])
+
+
+def _cells(label: str, row: dict[str, Any], exact: bool) -> list[str]:
+    fmt = (lambda n: f"{n:,}") if exact else compact
+    return [label] + [fmt(row[field]) for _, field in COLUMNS] + [money(row)]
+
+
+def table_lines(report: dict[str, Any], breakdown: bool, width: int) -> list[str]:
+    for exact in (True, False):
+        lines = _table(report, breakdown, exact)
+        if max(len(line) for line in lines) <= width:
+            break
+    return lines + _notes(report)
+
+
+def _table(report: dict[str, Any], breakdown: bool, exact: bool) -> list[str]:
+    headers = [KEY_HEADERS[report["report"]]] + [h for h, _ in COLUMNS] + ["Cost"]
+    body: list[list[str]] = []
+    for row in report["rows"]:
+        body.append(_cells(_label(report, row), row, exact))
+        if breakdown and report["report"] != "model":
+            body.extend(_cells("  " + m["model"], m, exact) for m in row["models"])
+    total = _cells("Total", report["total"], exact)
+    return _layout(headers, body, total)
+
+
+def _layout(headers: Sequence[str], body: list[list[str]], total: list[str]) -> list[str]:
+    rows = [list(headers), *body, total]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(headers))]
+
+    def line(cells: Sequence[str]) -> str:
+        first = cells[0].ljust(widths[0])
+        rest = [c.rjust(w) for c, w in zip(cells[1:], widths[1:], strict=True)]
+        return "  ".join([first, *rest]).rstrip()
+
+    rule = "  ".join("-" * w for w in widths)
+    return [line(headers), rule, *(line(r) for r in body), rule, line(total)]
+
+
+def _notes(report: dict[str, Any]) -> list[str]:
+    notes = ["", "Input is uncached input; cache reads and writes are apart (all three are input tokens).",
+             f"Prices: {report['price_table']}; times in {report['timezone']}."]
+    unpriced = report["total"]["unpriced_calls"]
+    if unpriced:
+        models = sorted({m["model"] for r in report["rows"] for m in r["models"] if m["cost_usd"] is None})
+        notes.append(f"* {unpriced} calls of models the price table does not know are not in the cost: "
+                     f"{', '.join(models)}")
+    differ = [r for r in report["rows"] if r["cost_differs"]]
+    for row in differ:
+        notes.append(f"! {_label(report, row)}: the agent itself reported ${row['agent_cost_usd']:,.4f}")
+    if not report["rows"]:
+        notes.insert(0, "No usage recorded for this selection.")
+    return notes

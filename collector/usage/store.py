@@ -1,0 +1,218 @@
+"""The local usage store: every entry's numbers in one SQLite database under the data directory.
+
+One row per entry (``events``, keyed by ``event.id``) with its time, UTC day, agent, session, model,
+tokens, tool outcome and error class, and one row per session (``sessions``) with its project (the
+workspace path), model and last status. No prompt, completion or tool text is kept; an error's message
+only when content capture put it in the entry.
+
+Exactly once, like the JSONL file: ``INSERT OR IGNORE`` on the event id, committed (WAL,
+``synchronous=FULL``) inside ``export`` and so before the checkpoint that covers the batch; a batch
+replayed after a crash inserts nothing twice. Rows older than ``retention_days`` are pruned once a day.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+FILE_NAME = "usage.sqlite"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS events (
+  event_id TEXT PRIMARY KEY,
+  name TEXT NOT NULL,
+  time_ns INTEGER NOT NULL,
+  day TEXT NOT NULL,
+  agent TEXT NOT NULL,
+  session TEXT,
+  turn TEXT,
+  scope TEXT,
+  provider TEXT,
+  model TEXT,
+  input INTEGER NOT NULL DEFAULT 0,
+  output INTEGER NOT NULL DEFAULT 0,
+  cache_read INTEGER NOT NULL DEFAULT 0,
+  cache_write INTEGER NOT NULL DEFAULT 0,
+  reasoning INTEGER NOT NULL DEFAULT 0,
+  agent_cost_usd REAL,
+  duration_ms REAL,
+  tool TEXT,
+  tool_status TEXT,
+  error_type TEXT,
+  http_status INTEGER,
+  detail TEXT
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS events_day ON events(day, agent, model);
+CREATE INDEX IF NOT EXISTS events_time ON events(name, time_ns);
+CREATE INDEX IF NOT EXISTS events_session ON events(session);
+CREATE INDEX IF NOT EXISTS events_model ON events(model);
+CREATE TABLE IF NOT EXISTS sessions (
+  agent TEXT NOT NULL,
+  session TEXT NOT NULL,
+  project TEXT,
+  model TEXT,
+  first_ns INTEGER NOT NULL,
+  last_ns INTEGER NOT NULL,
+  status TEXT,
+  status_ns INTEGER,
+  PRIMARY KEY (agent, session)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS sessions_project ON sessions(project);
+CREATE INDEX IF NOT EXISTS sessions_last ON sessions(last_ns);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+_COLUMNS = ("event_id", "name", "time_ns", "day", "agent", "session", "turn", "scope", "provider", "model",
+            "input", "output", "cache_read", "cache_write", "reasoning", "agent_cost_usd", "duration_ms",
+            "tool", "tool_status", "error_type", "http_status", "detail")
+_INSERT = f"INSERT OR IGNORE INTO events({','.join(_COLUMNS)}) VALUES({','.join('?' * len(_COLUMNS))})"
+_SESSION_UPSERT = """
+INSERT INTO sessions(agent, session, project, model, first_ns, last_ns, status, status_ns)
+VALUES(?,?,?,?,?,?,?,?)
+ON CONFLICT(agent, session) DO UPDATE SET
+  project = COALESCE(sessions.project, excluded.project),
+  model = COALESCE(sessions.model, excluded.model),
+  first_ns = MIN(sessions.first_ns, excluded.first_ns),
+  last_ns = MAX(sessions.last_ns, excluded.last_ns),
+  status = CASE WHEN excluded.status IS NOT NULL AND excluded.status_ns >= COALESCE(sessions.status_ns, 0)
+                THEN excluded.status ELSE sessions.status END,
+  status_ns = CASE WHEN excluded.status IS NOT NULL AND excluded.status_ns >= COALESCE(sessions.status_ns, 0)
+                THEN excluded.status_ns ELSE sessions.status_ns END
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class StoreSettings:
+    enabled: bool = True
+    path: Path | None = None
+    retention_days: int = 0
+
+
+def store_file(data_dir: Path, settings: StoreSettings | None = None) -> Path:
+    if settings is not None and settings.path is not None:
+        return settings.path
+    return data_dir / FILE_NAME
+
+
+def utc_day(time_ns: int) -> str:
+    return time.strftime("%Y-%m-%d", time.gmtime(time_ns / 1e9))
+
+
+def _int(entry: dict[str, Any], key: str) -> int:
+    value = entry.get(key)
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+
+
+def _num(entry: dict[str, Any], key: str) -> float | None:
+    value = entry.get(key)
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _text(entry: dict[str, Any], key: str) -> str | None:
+    value = entry.get(key)
+    return value if isinstance(value, str) and value else None
+
+
+def event_row(entry: dict[str, Any]) -> tuple[Any, ...]:
+    """The store's row for one entry: numbers and labels only, never content text (``detail`` holds an
+    error message only when content capture kept ``error.message`` in the entry)."""
+    time_ns = int(entry["time_unix_nano"])
+    model = _text(entry, "gen_ai.response.model") or _text(entry, "gen_ai.request.model")
+    http_status = entry.get("http.response.status_code")
+    return (
+        entry["event.id"], entry["event.name"], time_ns, utc_day(time_ns), entry["gen_ai.agent.type"],
+        _text(entry, "gen_ai.session.id"), _text(entry, "gen_ai.turn.id"), _text(entry, "gen_ai.agent.scope"),
+        _text(entry, "gen_ai.provider.name"), model,
+        _int(entry, "gen_ai.usage.input_tokens"), _int(entry, "gen_ai.usage.output_tokens"),
+        _int(entry, "gen_ai.usage.cache_read.input_tokens"), _int(entry, "gen_ai.usage.cache_creation.input_tokens"),
+        _int(entry, "gen_ai.usage.reasoning_tokens"), _num(entry, "gen_ai.usage.cost_usd"),
+        _num(entry, "duration_ms"), _text(entry, "gen_ai.tool.name"), _text(entry, "tool.result.status"),
+        _text(entry, "error.type"), http_status if isinstance(http_status, int) else None,
+        _text(entry, "error.message"),
+    )
+
+
+def session_row(entry: dict[str, Any]) -> tuple[Any, ...] | None:
+    session = _text(entry, "gen_ai.session.id")
+    if session is None:
+        return None
+    time_ns = int(entry["time_unix_nano"])
+    status = _text(entry, "session.status") if entry["event.name"] == "session.status" else None
+    model = _text(entry, "agent.model") or _text(entry, "gen_ai.response.model") or _text(entry, "gen_ai.request.model")
+    return (entry["gen_ai.agent.type"], session, _text(entry, "workspace.path"), model, time_ns, time_ns,
+            status, time_ns if status else None)
+
+
+def connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
+    """A connection to the store. Read-only connections never create or change the file."""
+    if readonly:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+        db.execute("PRAGMA query_only=1")
+        return db
+    path.parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=FULL")
+    db.executescript(_SCHEMA)
+    db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', ?)", (str(SCHEMA_VERSION),))
+    path.chmod(0o600)
+    return db
+
+
+class UsageStore:
+    """The writer. One per daemon (the collector lock guarantees it)."""
+
+    def __init__(self, path: Path, retention_days: int = 0) -> None:
+        self.path = path
+        self.retention_days = retention_days
+        self._db = connect(path)
+        self._pruned_day = ""
+        self.inserted = 0
+        self.duplicates = 0
+        self.pruned = 0
+
+    def add(self, entries: Sequence[dict[str, Any]]) -> int:
+        """Insert the entries not stored yet, in one committed transaction; returns how many were new."""
+        rows = [event_row(e) for e in entries]
+        sessions = [s for s in (session_row(e) for e in entries) if s is not None]
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            before = db.total_changes
+            db.executemany(_INSERT, rows)
+            added = db.total_changes - before
+            db.executemany(_SESSION_UPSERT, sessions)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        self.inserted += added
+        self.duplicates += len(rows) - added
+        self.prune()
+        return added
+
+    def prune(self, now: float | None = None) -> int:
+        """Drop rows older than the retention (once per UTC day; 0 keeps everything)."""
+        now = time.time() if now is None else now
+        today = utc_day(int(now * 1e9))
+        if self.retention_days <= 0 or today == self._pruned_day:
+            return 0
+        self._pruned_day = today
+        cutoff_ns = int((now - self.retention_days * 86400) * 1e9)
+        cur = self._db.execute("DELETE FROM events WHERE day < ?", (utc_day(cutoff_ns),))
+        self._db.execute("DELETE FROM sessions WHERE last_ns < ?", (cutoff_ns,))
+        self.pruned += cur.rowcount
+        return int(cur.rowcount)
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def iter_rows(db: sqlite3.Connection, sql: str, params: Iterable[Any] = ()) -> list[sqlite3.Row]:
+    db.row_factory = sqlite3.Row
+    return list(db.execute(sql, tuple(params)))

@@ -1,0 +1,106 @@
+"""The usage store: real fixture sessions in, the model server's numbers out; exactly once; no content."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from support import FIXTURES, collect, entry_tokens, prepare_fixture, read_output, usage_tuple
+from usage_support import REAL_CASES, collected, store_db
+
+from collector.config import load_config
+from collector.usage.store import UsageStore
+
+
+def _store_tuples(db: sqlite3.Connection) -> Counter[tuple[int, int, int, int]]:
+    rows = db.execute("SELECT input, output, cache_read, cache_write FROM events WHERE name='llm.response'")
+    return Counter(tuple(r) for r in rows)
+
+
+@pytest.mark.parametrize("case", REAL_CASES, ids=[f"{c.parent.name}/{c.name}" for c in REAL_CASES])
+def test_store_holds_every_call_the_output_holds(case: Path, tmp_path: Path) -> None:
+    paths = collected(case, tmp_path)
+    entries = read_output(paths.output_dir)
+    db = store_db(paths)
+    assert db.execute("SELECT COUNT(*) FROM events").fetchone()[0] == len(entries)
+    assert _store_tuples(db) == entry_tokens(entries)
+    served = Counter(usage_tuple(d["api"], d["usage"]) for d in _served(case))
+    assert not _store_tuples(db) - served, "every stored call is one the model server answered"
+
+
+def _served(case: Path) -> list[dict]:
+    import json
+
+    return [json.loads(x) for x in (case / "response_usage.jsonl").read_text().splitlines() if x.strip()]
+
+
+def test_replay_and_lost_checkpoint_store_nothing_twice(tmp_path: Path) -> None:
+    """A crash after the store committed but before the checkpoint did: the batch comes again (here: the
+    checkpoint database is gone) and the store keeps one row per entry."""
+    paths = collected(FIXTURES / "claude-code" / "two_turns_resume", tmp_path)
+    db = store_db(paths)
+    first = db.execute("SELECT event_id, input, output FROM events ORDER BY event_id").fetchall()
+    db.close()
+    (paths.state_dir / "checkpoints.sqlite").unlink()
+    for extra in ("checkpoints.sqlite-wal", "checkpoints.sqlite-shm"):
+        (paths.state_dir / extra).unlink(missing_ok=True)
+    collect(paths)
+    collect(paths)
+    db = store_db(paths)
+    assert db.execute("SELECT event_id, input, output FROM events ORDER BY event_id").fetchall() == first
+    assert len(first) > 10
+
+
+def test_same_batch_twice_adds_once(tmp_path: Path) -> None:
+    entry = {"event.id": "e1", "event.name": "llm.response", "time_unix_nano": time.time_ns(),
+             "gen_ai.agent.type": "claude-code", "gen_ai.session.id": "s", "gen_ai.usage.input_tokens": 10}
+    store = UsageStore(tmp_path / "u.sqlite")
+    assert store.add([entry]) == 1
+    assert store.add([entry]) == 0
+    assert store.duplicates == 1
+    store.close()
+
+
+def test_no_prompt_or_tool_text_in_the_store(tmp_path: Path) -> None:
+    paths = collected(FIXTURES / "claude-code" / "tool_then_answer", tmp_path)
+    data = (paths.data_dir / "usage.sqlite").read_bytes()
+    for text in (b"echo hi", b"tell me what it printed"):
+        assert text not in data
+    assert oct((paths.data_dir / "usage.sqlite").stat().st_mode & 0o777) == "0o600"
+
+
+def test_error_message_kept_only_with_capture(tmp_path: Path) -> None:
+    entry = {"event.id": "x", "event.name": "error", "time_unix_nano": time.time_ns(), "gen_ai.agent.type": "a",
+             "error.type": "api_error", "error.message.length": 12, "error.message.sha256": "0" * 64}
+    store = UsageStore(tmp_path / "u.sqlite")
+    store.add([entry, {**entry, "event.id": "y", "error.message": "rate limited"}])
+    store.close()
+    rows = dict(sqlite3.connect(tmp_path / "u.sqlite").execute("SELECT event_id, detail FROM events"))
+    assert rows == {"x": None, "y": "rate limited"}
+
+
+def test_retention_drops_old_days_only(tmp_path: Path) -> None:
+    now = time.time()
+    old = {"event.id": "old", "event.name": "llm.response", "time_unix_nano": int((now - 40 * 86400) * 1e9),
+           "gen_ai.agent.type": "codex", "gen_ai.session.id": "s1"}
+    new = {**old, "event.id": "new", "time_unix_nano": int(now * 1e9), "gen_ai.session.id": "s2"}
+    keep_all = UsageStore(tmp_path / "u.sqlite", retention_days=0)
+    keep_all.add([old, new])
+    keep_all.close()
+    store = UsageStore(tmp_path / "u.sqlite", retention_days=30)
+    assert store.prune(now) == 1
+    assert store.prune(now) == 0, "once a day"
+    store.close()
+    db = sqlite3.connect(tmp_path / "u.sqlite")
+    assert [r[0] for r in db.execute("SELECT event_id FROM events")] == ["new"]
+    assert [r[0] for r in db.execute("SELECT session FROM sessions")] == ["s2"]
+
+
+def test_store_can_be_turned_off(tmp_path: Path) -> None:
+    paths = prepare_fixture(FIXTURES / "codex" / "tool_then_answer", tmp_path)
+    config = load_config(paths.config_file, env={"AGENT_COLLECTOR_STORE__ENABLED": "false"})
+    assert collect(paths, config=config)
+    assert not (paths.data_dir / "usage.sqlite").exists()
