@@ -14,6 +14,7 @@ from support import FIXTURES, ROOT, collect, prepare_fixture
 
 from collector.definitions import load_definitions
 from collector.paths import Paths
+from collector.pipeline.content_policy import KEY_FILE
 
 CORE = [ROOT / "collector" / p for p in ("pipeline", "sources", "exporters", "deploy/engine.py", "service.py")]
 AGENT_IDS = sorted(load_definitions().agents)
@@ -57,8 +58,12 @@ def _comparable(entries: list[dict[str, Any]], agent: str) -> list[dict[str, Any
 @pytest.mark.parametrize("case", sorted((FIXTURES / "qwen-code").glob("*/expected.json")),
                          ids=lambda p: p.parent.name)
 def test_an_agent_added_by_one_definition_file_behaves_like_the_one_it_copies(case: Path, tmp_path: Path) -> None:
-    original = collect(prepare_fixture(case.parent, tmp_path / "original"))
-    dummy = collect(_as_dummy(case.parent, tmp_path / "dummy"))
+    first = prepare_fixture(case.parent, tmp_path / "original")
+    original = collect(first)
+    second = _as_dummy(case.parent, tmp_path / "dummy")
+    second.state_dir.mkdir(parents=True)  # one install: the same content key, so the same digests
+    shutil.copy2(first.state_dir / KEY_FILE, second.state_dir / KEY_FILE)
+    dummy = collect(second)
     assert {e["gen_ai.agent.type"] for e in dummy} == {DUMMY}
     statuses = [e for e in original if e["event.name"] == "session.status"]
     assert len(statuses) >= 3, "the fixture drives the session status through several states"
