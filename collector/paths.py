@@ -26,6 +26,9 @@ class Paths:
     home: Path
     config_dir: Path
     data_dir: Path
+    # True when the home was named (--home / AGENT_COLLECTOR_HOME): agent path templates then resolve under
+    # that home alone, so the caller's own XDG_* / CODEX_HOME / ... variables cannot point elsewhere.
+    isolated: bool = False
 
     @property
     def spool_dir(self) -> Path:
@@ -55,8 +58,13 @@ class Paths:
         return self.spool_dir / agent / f"{agent}-{day}.jsonl"
 
     def expand(self, template: str, env: Mapping[str, str] | None = None) -> Path:
-        """Expand ``${VAR:-default}`` and a leading ``~`` (against this home, not the process's)."""
-        return Path(expand_template(template, self.home, os.environ if env is None else env))
+        """Expand ``${VAR:-default}`` and a leading ``~`` (against this home, not the process's).
+
+        With an isolated home the process's variables are not consulted: every ``${VAR:-default}`` takes
+        its default, which lives under the home."""
+        if env is None:
+            env = {} if self.isolated else os.environ
+        return Path(expand_template(template, self.home, env))
 
 
 def expand_template(template: str, home: Path, env: Mapping[str, str]) -> str:
@@ -91,6 +99,7 @@ def resolve_paths(home: str | Path | None = None, env: Mapping[str, str] | None 
         home=home_path,
         config_dir=Path(config_dir) if config_dir else default_config,
         data_dir=Path(data_dir) if data_dir else default_data,
+        isolated=explicit,
     )
 
 

@@ -24,12 +24,11 @@ class Detection:
 
 
 def detect(defn: AgentDefinition, paths: Paths, env: Mapping[str, str] | None = None) -> Detection:
-    env = os.environ if env is None else env
     spec = defn.raw.get("detect", {})
-    found_paths = tuple(
+    found_paths = tuple(  # env None: the Paths decide (an isolated --home ignores the caller's variables)
         str(p) for p in (paths.expand(t, env) for t in spec.get("paths", [])) if _holds_something(p)
     )
-    search = env.get("PATH", os.defpath)
+    search = (os.environ if env is None else env).get("PATH", os.defpath)
     found_cmds = tuple(
         str(w) for w in (shutil.which(c, path=search) for c in spec.get("commands", [])) if w
     )
