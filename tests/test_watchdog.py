@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from deploy_support import choose_settings_variant, clear_env, definitions, make_home, paths_for
@@ -223,3 +224,72 @@ def test_the_daemon_runs_the_watchdog(env: tuple[Path, Paths]) -> None:
             _, err = daemon.communicate()
     assert daemon.returncode == 0, err.decode()[-2000:]
     assert b"put back" in err
+
+
+def PLUGIN() -> dict[str, Any]:  # noqa: N802 - the definitions with Claude Code's default variant
+    return definitions({"claude-code": "plugin"})
+
+
+@pytest.fixture
+def plugin_running(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, Paths, Watchdog]]:
+    """Claude Code with its default integration, the drop-in plugin, under a running watchdog."""
+    import threading
+
+    clear_env(monkeypatch)
+    home = make_home(tmp_path, ["claude-code"])
+    paths = paths_for(home)
+    changes = install_agent(PLUGIN()["claude-code"], paths)
+    assert not [c for c in changes if c.failed]
+    dog = Watchdog(PLUGIN(), paths, rescan_s=60, cooldown_s=0.2)  # repairs come from file events, not a rescan
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_until_complete, args=(dog.run(),), daemon=True)
+    thread.start()
+    time.sleep(0.5)
+    yield home, paths, dog
+    loop.call_soon_threadsafe(dog.stop)
+    thread.join(timeout=10)
+    assert not thread.is_alive()
+    loop.close()
+
+
+def test_deleted_plugin_directory_comes_back_whole(plugin_running: tuple[Path, Paths, Watchdog]) -> None:
+    """Both plugin files are put back (the manifest is what makes Claude Code load the hooks), and the
+    integration reads "in place" only when both are there."""
+    import shutil
+
+    from collector.deploy.engine import integration_state
+    from collector.deploy.model import State
+
+    home, paths, dog = plugin_running
+    root = home / ".claude" / "skills" / "agent-collector"
+    manifest, hooks = root / ".claude-plugin" / "plugin.json", root / "hooks" / "hooks.json"
+    originals = manifest.read_bytes(), hooks.read_bytes()
+    shutil.rmtree(root)
+    wait_for(lambda: manifest.exists() and hooks.exists(), timeout=5)
+    wait_for(lambda: (manifest.read_bytes(), hooks.read_bytes()) == originals, timeout=2)
+    states = [s for s in integration_state(PLUGIN()["claude-code"], paths) if s.kind == "http_plugin_dir"]
+    assert [s.state for s in states] == [State.IN_PLACE]
+    hooks.unlink()  # one file of two: not in place, and put back too
+    wait_for(lambda: hooks.exists(), timeout=5)
+    manifest.unlink()
+    assert [s.state for s in integration_state(PLUGIN()["claude-code"], paths)
+            if s.kind == "http_plugin_dir"] != [State.IN_PLACE]
+    wait_for(lambda: manifest.exists() and manifest.read_bytes() == originals[0], timeout=5)
+    assert dog.stats()["repairs_total"] >= 3
+
+
+def test_uninstall_after_the_plugin_directory_was_deleted_leaves_no_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    from collector.deploy import uninstall_agent
+
+    clear_env(monkeypatch)
+    home = make_home(tmp_path, ["claude-code"])
+    paths = paths_for(home)
+    install_agent(PLUGIN()["claude-code"], paths)
+    skills = home / ".claude" / "skills"
+    shutil.rmtree(skills / "agent-collector")
+    uninstall_agent(PLUGIN()["claude-code"], paths)
+    assert not skills.exists()

@@ -160,6 +160,8 @@ def _uninstall_file(
         return Change(agent, str(path), Action.ERROR, _reason(exc, path), dry_run)
     if target == current:
         if record is not None and not dry_run:
+            if current is None:  # the file is gone already: the folders we created for it go too
+                dirs.extend(Path(d) for d in record.created_dirs)
             store.delete(record)
         return Change(agent, str(path), Action.UNCHANGED, "nothing of ours", dry_run)
     try:
@@ -203,10 +205,13 @@ def _remove_other_variants(agent: str, keep: dict[Path, list[FileEdit]], paths: 
 def repair_file(
     defn: AgentDefinition, paths: Paths, file: Path, hook_script: Path | None = None
 ) -> list[Change]:
-    """Re-apply only the integrations that write into ``file`` (the watchdog's repair)."""
+    """Re-apply the integrations that write into ``file`` (the watchdog's repair): every file of each,
+    so a plugin whose directory was deleted gets its manifest back with its hooks, not the hooks alone."""
     by_file, _ = _agent_edits(defn, paths, hook_script)
+    specs = [id(e.spec) for e in by_file.get(file, [])]
     store = RecordStore(paths)
-    return [_install_file(defn.id, p, e, store, False) for p, e in by_file.items() if p == file]
+    return [_install_file(defn.id, p, e, store, False) for p, e in by_file.items()
+            if any(id(x.spec) in specs for x in e)]
 
 
 def uninstall_agent(
@@ -267,16 +272,17 @@ def _spec_state(agent: str, spec: dict[str, Any], paths: Paths, hook_script: Pat
     except DeployError as exc:
         return IntegrationStatus(agent, spec["kind"], label, State.ERROR, str(exc))
     file = str(edits[-1].path)
+    files = tuple(str(edit.path) for edit in edits)
     try:
         checks = [(edit, edit.check(read_or_none(edit.path))) for edit in edits]
     except (DeployError, OSError) as exc:
-        return IntegrationStatus(agent, spec["kind"], file, State.ERROR, _reason(exc, edits[-1].path))
+        return IntegrationStatus(agent, spec["kind"], file, State.ERROR, _reason(exc, edits[-1].path), files)
     worst: Check = max((c for _, c in checks), key=lambda c: _WORST.index(c.level))
     recorded = any(store.load(agent, edit.path) is not None for edit, _ in checks)
     state, hint = _state_of(worst, recorded, agent)
     if state is State.IN_PLACE and spec.get("trust", {}).get("store"):
         state, hint = _trust_state(edits[-1].path, paths, spec["trust"], hint)
-    return IntegrationStatus(agent, spec["kind"], file, state, hint)
+    return IntegrationStatus(agent, spec["kind"], file, state, hint, files)
 
 
 def _state_of(check: Check, recorded: bool, agent: str) -> tuple[State, str]:

@@ -68,6 +68,11 @@ class IntegrationStatus:
     file: str
     state: State
     hint: str
+    files: tuple[str, ...] = ()  # every file the integration writes (``file`` is the last of them)
+
+    @property
+    def covers(self) -> tuple[str, ...]:
+        return self.files or (self.file,)
 
     @property
     def needs_repair(self) -> bool:

@@ -120,6 +120,8 @@ class Watchdog:
                     watch = self.files.setdefault(file, FileWatch(self._agent_of(file)))
                     watch.last_change_unix = self.clock()
                     self.check(file)
+            if any(raw in dirs for _, raw in changes):
+                return  # a watched folder itself went (and the repair made it anew): watch the new one
             for file, due in list(self._due.items()):
                 if self.clock() >= due:
                     del self._due[file]
@@ -179,7 +181,7 @@ class Watchdog:
         return done
 
     def _check_agent_file(self, defn: AgentDefinition, file: Path) -> list[str]:
-        states = [s for s in integration_state(defn, self.paths, self.hook_script) if Path(s.file) == file]
+        states = [s for s in integration_state(defn, self.paths, self.hook_script) if str(file) in s.covers]
         broken = [s for s in states if s.state in REPAIRABLE]
         watch = self.files.setdefault(file, FileWatch(defn.id))
         if not broken:

@@ -169,3 +169,40 @@ def _reachable(port: int) -> bool:
             return True
     except OSError:
         return False
+
+
+def test_watchdog_restores_a_deleted_plugin_and_the_next_session_uses_it(
+        e2e_agents_bin: Path, agent_home: AgentHome, fake_llm: FakeLLMServer) -> None:
+    """Another program deletes the whole plugin directory under a running daemon: both files are back
+    within 5 s, and the next Claude Code session's hooks arrive through the restored plugin."""
+    import shutil
+
+    env, port = agent_home, free_port()
+    paths = resolve_paths(env.home, env={})
+    installed = collector(env.home, port, "install", "--agent", "claude-code")
+    assert installed.returncode == 0, installed.stderr
+    root = paths.expand(SPEC["dir"])
+    manifest, hooks = root / ".claude-plugin" / "plugin.json", root / "hooks" / "hooks.json"
+    originals = manifest.read_bytes(), hooks.read_bytes()
+    daemon = subprocess.Popen([sys.executable, "-m", "collector", "run"], cwd=ROOT,
+                              env=collector_env(env.home, port), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: _reachable(port) and (paths.state_dir / "watchdog.json").exists())
+        shutil.rmtree(root)
+        started = time.monotonic()
+        wait_for(lambda: manifest.exists() and hooks.exists(), timeout=5)
+        assert time.monotonic() - started < 5
+        wait_for(lambda: (manifest.read_bytes(), hooks.read_bytes()) == originals, timeout=2)
+        run_claude(env, fake_llm)
+        wait_for(lambda: "closed" in statuses(output(paths)))
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        _, err = daemon.communicate(timeout=20)
+    assert daemon.returncode == 0, err
+    assert "put back" in err
+    http_spool = [json.loads(line) for f in (paths.spool_dir / "claude-code").glob("*.http.jsonl")
+                  for line in f.read_text().splitlines()]
+    events = {line["event"] for line in http_spool}
+    assert {"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop", "SessionEnd"} <= events
+    assert statuses(output(paths)) == ["idle", "running", "ready_for_review", "closed"]
