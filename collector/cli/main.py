@@ -18,6 +18,7 @@ COMMAND_MODULES = [
     "collector.cli.config_cmd",
     "collector.cli.live_cmd",
     "collector.cli.report_cmd",
+    "collector.cli.doctor_cmd",
 ]
 
 
