@@ -41,7 +41,9 @@ from collector.sources.factory import BuildContext, build_sources
 from collector.sources.jsonl_files import JsonlFiles
 from collector.sources.spool_writer import SpoolWriter
 from collector.state.checkpoints import CheckpointStore, Commit
+from collector.util import private
 from collector.util.atomic import atomic_write
+from collector.util.private import open_private, private_dir
 
 log = logging.getLogger("collector")
 
@@ -86,6 +88,7 @@ class Service:
 
     def startup(self) -> None:
         self._take_lock()
+        self._repair_modes()
         self._store = CheckpointStore(self.paths.state_dir / "checkpoints.sqlite")
         loaded = load_definitions(self.paths.agents_override_dir)
         for problem in loaded.problems:
@@ -115,9 +118,19 @@ class Service:
             os.close(self._lock_fd)
             self._lock_fd = None
 
+    def _repair_modes(self) -> None:
+        """Our files are 0600 and our directories 0700; tighten what an older version or a loose umask
+        (e.g. the hook script's spool files) left, and say so."""
+        roots = [self.paths.data_dir, self.paths.config_dir]
+        roots += [] if self.output_dir.is_relative_to(self.paths.data_dir) else [self.output_dir]
+        changed = private.repair(roots)
+        if changed:
+            log.warning("tightened the mode of %d of our files and directories to owner-only (e.g. %s)",
+                        len(changed), ", ".join(str(p) for p in changed[:3]))
+
     def _take_lock(self) -> None:
-        self.paths.state_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.paths.state_dir / "collector.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        private_dir(self.paths.state_dir)
+        fd = open_private(self.paths.state_dir / "collector.lock", os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

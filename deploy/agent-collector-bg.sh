@@ -6,6 +6,7 @@
 # <data dir>/service.env (KEY=VALUE lines written by install.sh). `ensure` starts it only when it is
 # not running (what the optional ~/.profile hook calls). Exit status of `status`: 0 running, 3 not.
 set -u
+umask 077  # the log and pid files are ours alone (the daemon sets its own files 0600 anyway)
 
 here=$(cd "$(dirname "$0")" && pwd)
 VENV=$(cd "$here/../../.." && pwd)

@@ -7,6 +7,7 @@ import sys
 
 from collector.cli.common import add_home, fail, paths_from, print_json
 from collector.config import DEFAULT_FILE, ConfigError, load_for
+from collector.util.atomic import atomic_write
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -51,7 +52,6 @@ def cmd_init(args: argparse.Namespace) -> int:
     if paths.config_file.exists():
         sys.stderr.write(f"{paths.config_file} exists; left as it is\n")
         return 0
-    paths.config_file.parent.mkdir(parents=True, exist_ok=True)
-    paths.config_file.write_text(DEFAULT_FILE, encoding="utf-8")
+    atomic_write(paths.config_file, DEFAULT_FILE.encode("utf-8"), mode=0o600)
     print(f"wrote {paths.config_file}")
     return 0

@@ -11,6 +11,7 @@ from typing import Any
 
 from collector.deploy.fsutil import read_or_none, write_atomic
 from collector.paths import Paths
+from collector.util.private import private_dir
 
 
 def choices_file(paths: Paths) -> Path:
@@ -47,5 +48,6 @@ def set_disabled(paths: Paths, agent: str, disabled: bool) -> bool:
         data["disabled"][agent] = {"since_unix": time.time()}
     else:
         del data["disabled"][agent]
+    private_dir(choices_file(paths).parent)
     write_atomic(choices_file(paths), json.dumps(data, indent=2, sort_keys=True).encode() + b"\n", mode=0o600)
     return True

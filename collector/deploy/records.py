@@ -18,6 +18,7 @@ from typing import Any
 
 from collector.deploy.fsutil import read_or_none, remove_file, sha256_of, write_atomic
 from collector.paths import Paths
+from collector.util.private import private_dir
 
 
 def deploy_dir(paths: Paths) -> Path:
@@ -89,7 +90,7 @@ class RecordStore:
         created_dirs: list[Path],
     ) -> DeployRecord:
         key = _key(agent, file)
-        self.root.mkdir(parents=True, exist_ok=True)
+        private_dir(self.root / "backups")
         first = self.root / "backups" / f"{key}.orig"
         if baseline is not None and not first.exists():
             write_atomic(first, baseline, mode=0o600)  # backup before our first edit, kept for good

@@ -8,6 +8,7 @@ committed) is read back, a torn last line is cut off, and those ids are not writ
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections import OrderedDict
@@ -18,6 +19,9 @@ from typing import Any
 import orjson
 
 from collector.exporters.base import Entry, ExportError
+from collector.util.private import open_private, opener, private_dir
+
+log = logging.getLogger(__name__)
 
 PREFIX = "activity-"
 RECENT_IDS = 100_000
@@ -28,7 +32,7 @@ class JsonlExporter:
 
     def __init__(self, directory: Path, mark: dict[str, Any] | None = None) -> None:
         self.directory = directory
-        directory.mkdir(parents=True, exist_ok=True)
+        private_dir(directory)
         self._recent: OrderedDict[str, None] = OrderedDict()
         self._fd: int | None = None
         self._day: str | None = None
@@ -44,11 +48,14 @@ class JsonlExporter:
         for path in files:
             if marked_file and path.name < marked_file:
                 continue
+            if path.is_symlink() or not path.is_file():
+                log.warning("%s is not a regular file of ours; left alone", path)
+                continue
             start = int(mark.get("size", 0)) if path.name == marked_file else 0
             self._scan_tail(path, start)
 
     def _scan_tail(self, path: Path, start: int) -> None:
-        with path.open("rb+") as f:
+        with open(path, "rb+", opener=opener) as f:
             f.seek(start)
             data = f.read()
             end = data.rfind(b"\n") + 1
@@ -92,7 +99,12 @@ class JsonlExporter:
             if self._fd is not None:
                 os.close(self._fd)
             path = self.directory / f"{PREFIX}{day}.jsonl"
-            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                self._fd = open_private(path)  # a symlink planted as tomorrow's file is refused
+            except OSError as exc:
+                self._fd = None
+                raise ExportError(f"cannot open {path}: {exc.strerror or exc}"
+                                  + (" (a symlink: refused)" if path.is_symlink() else "")) from exc
             self._day = day
         return self._fd
 

@@ -29,6 +29,7 @@ from collector.exporters.otlp_common import SCOPE, ResourceCache, SdkExporter
 from collector.exporters.queue import write_atomic
 from collector.exporters.trace_builder import SpanData, TurnInput, build_spans
 from collector.exporters.turns import TurnAssembler
+from collector.util.private import private_dir
 
 log = logging.getLogger(__name__)
 STATE_FILE = "traces-state.json"
@@ -74,7 +75,7 @@ class OtlpTracesExporter:
         self.sdk = sdk
         self.resources = resources
         self.state_path = Path(state_dir) / STATE_FILE
-        self.state_path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.state_path.parent)
         self.turns = TurnAssembler(idle_ns=int(idle_timeout_s * 1e9), grace_ns=int(grace_s * 1e9))
         self.outbox: list[dict[str, Any]] = []  # {"resource": [host, user], "spans": [SpanData json]}
         self.sent_spans = 0

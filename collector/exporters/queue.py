@@ -38,6 +38,7 @@ from typing import Any
 import orjson
 
 from collector.exporters.base import Entry, Exporter, ExportError
+from collector.util import private
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +97,7 @@ def segment_name(number: int) -> str:
 def write_atomic(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data``: temp file, fsync, rename."""
     tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as fh:
+    with open(tmp, "wb", opener=private.opener) as fh:
         fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())
@@ -110,7 +111,7 @@ class _SegmentStore:
         self.dir = directory
         self.cap_bytes = cap_bytes
         self.segment_bytes = segment_bytes
-        self.dir.mkdir(parents=True, exist_ok=True)
+        private.private_dir(self.dir)
         self.segments: dict[int, int] = {}  # number -> size in bytes
         for path in self.dir.glob(f"{SEGMENT_PREFIX}*{SEGMENT_SUFFIX}"):
             try:
@@ -128,13 +129,13 @@ class _SegmentStore:
             self.tail = max(self.head.segment, 1)
             self.head = _Position(self.tail, 0)
             self.segments[self.tail] = 0
-            self._path(self.tail).touch()
+            private.create_private(self._path(self.tail))
         else:
             self.tail = max(self.segments)
             if self.head.segment not in self.segments:
                 self.head = _Position(min(self.segments), 0)
             self._repair_tail()
-        self._fh = open(self._path(self.tail), "ab")  # noqa: SIM115 - kept open for appends
+        self._fh = open(self._path(self.tail), "ab", opener=private.opener)  # noqa: SIM115 - kept open
         self.pending = self._count_pending()
 
     # -- files ------------------------------------------------------------------------------------------
@@ -208,7 +209,7 @@ class _SegmentStore:
         self._fh.close()
         self.tail += 1
         self.segments[self.tail] = 0
-        self._fh = open(self._path(self.tail), "ab")  # noqa: SIM115
+        self._fh = open(self._path(self.tail), "ab", opener=private.opener)  # noqa: SIM115
 
     def enforce_cap(self) -> int:
         """Drop whole oldest segments while over the cap; return how many undelivered entries went."""

@@ -13,6 +13,8 @@ from typing import Any
 
 import orjson
 
+from collector.util.private import open_private, private_dir
+
 
 class SpoolWriter:
     def __init__(self, spool_dir: Path, fsync: bool = True) -> None:
@@ -35,8 +37,8 @@ class SpoolWriter:
         if current:
             os.close(current[1])
         directory = self.spool_dir / agent
-        directory.mkdir(parents=True, exist_ok=True)
-        fd = os.open(directory / f"{agent}-{day}.http.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        private_dir(directory)
+        fd = open_private(directory / f"{agent}-{day}.http.jsonl")
         self._fds[agent] = (day, fd)
         return fd
 

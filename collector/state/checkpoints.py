@@ -17,6 +17,8 @@ from typing import Any
 
 import orjson
 
+from collector.util.private import create_private, private_dir
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS positions (stream TEXT PRIMARY KEY, value BLOB NOT NULL, updated REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS seen (event_id TEXT PRIMARY KEY, at REAL NOT NULL) WITHOUT ROWID;
@@ -37,7 +39,8 @@ class Commit:
 
 class CheckpointStore:
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent)
+        create_private(path)  # before SQLite: its -wal and -shm files take the database's mode
         self.path = path
         self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")

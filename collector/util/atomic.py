@@ -7,9 +7,11 @@ import os
 import tempfile
 from pathlib import Path
 
+from collector.util.private import private_dir
+
 
 def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
