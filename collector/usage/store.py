@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from collector.util.private import create_private, private_dir
+
 SCHEMA_VERSION = 1
 FILE_NAME = "usage.sqlite"
 
@@ -154,7 +156,8 @@ def connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
         db.execute("PRAGMA query_only=1")
         return db
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
+    create_private(path)  # 0600 before SQLite opens it; its -wal and -shm take the same mode
     db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=FULL")
