@@ -1,4 +1,4 @@
-"""Our Codex trust check against the real Codex CLI 0.169 (its app-server, `hooks/list`): the keys and
+"""Our Codex trust check against the real Codex CLI 0.171 (its app-server, `hooks/list`): the keys and
 hashes we compute for our hooks are Codex's own; untrusted until the user trusts them; once Codex itself
 records the trust (`config/batchWrite`, what its /hooks screen does), `agent-collector` reports the hooks
 as in place and trusted; uninstall leaves Codex's trust records alone."""

@@ -1,4 +1,4 @@
-"""Real Claude Code 2.1.328 (from npm) against the fake Anthropic server, with the collector installed by
+"""Real Claude Code 2.1.332 (from npm) against the fake Anthropic server, with the collector installed by
 `agent-collector install` into a throwaway HOME (the default integration: the drop-in plugin posting to the
 daemon, which runs during the session as it would as a service): three scenarios, every acceptance fact."""
 

@@ -1,4 +1,4 @@
-"""Real Codex CLI 0.169.0 (from npm) against the fake Responses server, with the collector installed by
+"""Real Codex CLI 0.171.0 (from npm) against the fake Responses server, with the collector installed by
 `agent-collector install` (hooks.json + notify) into a throwaway HOME: three scenarios, every acceptance
 fact checked. Hooks run because the harness passes --dangerously-bypass-hook-trust."""
 
