@@ -7,7 +7,9 @@
 # 3. writes a default config if there is none;
 # 4. installs and starts the service: a systemd user unit (Linux with a user manager), a launchd
 #    LaunchAgent (macOS), or else a background process with a pid file and a log file (containers, CI),
-#    started again at login by ~/.profile only with --autostart-profile.
+#    whose supervisor restarts a daemon that dies, started again at login by ~/.profile only with
+#    --autostart-profile. `agent-collector service start|stop|restart|status|logs` controls any of them;
+# 5. links agent-collector into ~/.local/bin (and says what to add to PATH when that is not on it).
 # Running it again upgrades in place: checkpoints, queues, spool, output and config are kept.
 # --dry-run prints every change and makes none. deploy/uninstall.sh undoes all of it.
 set -eu
@@ -18,7 +20,8 @@ usage: deploy/install.sh [options]
   --agents a,b           deploy into these agents only (default: every detected agent)
   --dry-run              print every change, change nothing
   --service MODE         auto (default) | systemd | launchd | background | none
-  --autostart-profile    background mode: also start it from ~/.profile at login
+  --autostart-profile    background mode: also start it from ~/.profile at login (so it comes back
+                         after a reboot at the first login; without it only `service start` does)
   --python PY            Python >= 3.11 for the virtual environment (default: python3)
   --wheel FILE           install this built wheel instead of the checkout
   --deps-from DIR        offline: take the dependencies from this virtual environment or site-packages
@@ -254,12 +257,36 @@ case $SERVICE in
   none) say "not installing a service; start it with: $BIN run" ;;
 esac
 
+# -- 5. agent-collector on PATH: a link in ~/.local/bin ------------------------------------------------
+linked=1
+if [ -L "$LINK" ] && [ "$(readlink "$LINK")" = "$BIN" ]; then
+  say "keeping the link $LINK -> $BIN"
+elif [ -e "$LINK" ] || [ -L "$LINK" ]; then
+  say "warning: $LINK exists and is not ours; left alone" >&2
+  linked=0
+else
+  if [ ! -d "$USER_BIN" ]; then
+    run mkdir -p "$USER_BIN"
+    [ "$DRY" = 1 ] || : >"$DATA_DIR/user-bin.created"  # uninstall.sh removes the folder again if empty
+  fi
+  run ln -s "$BIN" "$LINK"
+fi
+case ":$PATH:" in *":$USER_BIN:"* | *":$USER_BIN/:"*) on_path=1 ;; *) on_path=0 ;; esac
+
 say ""
 if [ "$DRY" = 1 ]; then
   say "dry run: nothing was changed"
 else
-  say "done. Check it with: $BIN status"
-  case ":$PATH:" in *":$VENV/bin:"*) ;; *) say "(the program is $BIN; add $VENV/bin to PATH to call it by name)" ;; esac
+  if [ "$linked" = 0 ]; then
+    say "the program is $BIN (call it by that path: $LINK is someone else's)"
+  elif [ "$on_path" = 1 ]; then
+    say "agent-collector is on your PATH ($LINK -> $BIN)"
+  else
+    say "agent-collector is linked as $LINK, but $USER_BIN is not on your PATH. Add this line to"
+    say "~/.profile (or your shell's rc file) and open a new shell:"
+    say '    export PATH="$HOME/.local/bin:$PATH"'
+  fi
+  say "done. Check it with: agent-collector status (start, stop, restart, logs: agent-collector service ...)"
 fi
 [ "$deploy_rc" = 0 ] || { say "some agents could not be set up (see the errors above)" >&2; exit 1; }
 exit 0

@@ -15,3 +15,5 @@ VENV="$DATA_DIR/venv"
 SHARE="$VENV/share/agent-collector"
 BIN="$VENV/bin/agent-collector"
 LABEL=io.agent-collector.daemon
+USER_BIN="$HOME/.local/bin"
+LINK="$USER_BIN/agent-collector"

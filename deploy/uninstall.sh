@@ -90,9 +90,15 @@ else
   status=1
 fi
 
-# -- 3. the program, then (with --purge) the data ---------------------------------------------------
+# -- 3. the link on PATH, the program, then (with --purge) the data -----------------------------------
+if [ -L "$LINK" ] && [ "$(readlink "$LINK")" = "$BIN" ]; then run rm -f "$LINK"; fi
+if [ -f "$DATA_DIR/user-bin.created" ]; then
+  if [ "$DRY" = 1 ]; then say "would remove $USER_BIN if it is empty"; else rmdir "$USER_BIN" 2>/dev/null || true; fi
+  [ "$DRY" = 1 ] || rm -f "$DATA_DIR/user-bin.created"
+fi
 if [ -d "$VENV" ]; then run rm -rf "$VENV"; fi
-run rm -f "$DATA_DIR/service.env" "$DATA_DIR/service.mode" "$DATA_DIR/agent-collector.pid"
+run rm -f "$DATA_DIR/service.env" "$DATA_DIR/service.mode" "$DATA_DIR/agent-collector.pid" \
+  "$DATA_DIR/agent-collector.supervisor.pid" "$DATA_DIR/service.last-exit"
 if [ "$PURGE" = 1 ]; then
   run rm -rf "$DATA_DIR"
   run rm -rf "$CONFIG_DIR"

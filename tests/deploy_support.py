@@ -85,7 +85,10 @@ def snapshot(root: Path, skip: Path | None = None) -> dict[str, str]:
         elif path.is_dir():
             out[rel] = "dir"
         else:
-            out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+            try:
+                out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+            except FileNotFoundError:  # a running daemon's temp file, renamed while we walked
+                continue
     return out
 
 

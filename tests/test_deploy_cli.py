@@ -45,6 +45,25 @@ def test_install_all_detected_then_uninstall(home: Path, capsys: pytest.CaptureF
     assert agent_snapshot(home, paths) == original
 
 
+def test_install_says_what_each_file_is(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["install", "--home", str(home), "--agent", "claude-code", "--agent", "opencode"]) == 0
+    out = capsys.readouterr().out
+    assert "plugin.json: plugin file plugin.json" in out and "hooks.json: plugin file hooks.json" in out
+    assert "agent-collector.js: plugin file" in out and "?" not in out
+
+
+@pytest.mark.parametrize("command", [["install"], ["uninstall"], ["status"], ["agents", "detect"],
+                                     ["collect", "--once"], ["run"], ["sessions"], ["config", "show"],
+                                     ["service", "status"]])
+def test_a_home_that_does_not_exist_is_an_error(
+    tmp_path: Path, command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "no-such-home"
+    assert main([*command, "--home", str(missing)]) == 2
+    assert f"--home {missing}: no such directory" in capsys.readouterr().err
+    assert not missing.exists(), "nothing was created"
+
+
 def test_dry_run_changes_nothing_and_says_would(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     before = snapshot(home)
     assert main(["install", "--home", str(home), "--dry-run"]) == 0

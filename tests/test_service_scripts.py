@@ -117,6 +117,9 @@ def test_install_upgrade_uninstall_in_a_throwaway_home(sandbox: tuple[Path, dict
     ours = [c for c in commands if "agent-collector" in c]
     assert ours == [f"sh {share_hook} claude-code Stop {data / 'spool'}"]
     assert "agent-collector autostart" in (home / ".profile").read_text()
+    link = home / ".local" / "bin" / "agent-collector"
+    assert link.is_symlink() and link.resolve() == bin_.resolve()
+    assert "is not on your PATH" in done.stdout and 'export PATH="$HOME/.local/bin:$PATH"' in done.stdout
     pid = wait_running(bin_, env)
     assert pid in our_processes(str(venv))
 
@@ -125,9 +128,13 @@ def test_install_upgrade_uninstall_in_a_throwaway_home(sandbox: tuple[Path, dict
                    check=True)
     assert list((data / "spool" / "claude-code").glob("claude-code-*.jsonl"))
 
-    # login after a stop: ~/.profile starts it again
-    stopped = sh(venv / "share" / "agent-collector" / "deploy" / "agent-collector-bg.sh", "stop", env=env)
+    # the installed `service` command controls it; login after a stop: ~/.profile starts it again
+    service = subprocess.run([str(bin_), "service", "status"], env=env, capture_output=True, text=True)
+    assert service.returncode == 0 and f"running (pid {pid})" in service.stdout
+    stopped = subprocess.run([str(bin_), "service", "stop"], env=env, capture_output=True, text=True, timeout=60)
     assert stopped.returncode == 0 and not our_processes(str(venv))
+    down = subprocess.run([str(bin_), "status"], env=env, capture_output=True, text=True, timeout=60)
+    assert down.returncode == 3 and "NOT RUNNING (background service)" in down.stdout
     subprocess.run(["sh", "-c", ". \"$HOME/.profile\""], env=env, check=True, timeout=60)
     wait_running(bin_, env)
 
@@ -136,19 +143,23 @@ def test_install_upgrade_uninstall_in_a_throwaway_home(sandbox: tuple[Path, dict
     (config / "config.toml").write_text((config / "config.toml").read_text() + "\n# my edit\n")
     checkpoints = data / "state" / "checkpoints.sqlite"
     assert checkpoints.exists()
-    again = sh(INSTALL, *install_args(), "--autostart-profile", env=env)
+    on_path = {**env, "PATH": f"{link.parent}:{env['PATH']}"}
+    again = sh(INSTALL, *install_args(), "--autostart-profile", env=on_path)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "upgrading the existing installation" in again.stdout
+    assert f"agent-collector is on your PATH ({link} -> {bin_})" in again.stdout
     assert agent_snapshot(home, paths) == installed
     assert (config / "config.toml").read_text().endswith("# my edit\n") and checkpoints.exists()
     new_pid = wait_running(bin_, env)
-    assert our_processes(str(venv)) == [new_pid]
+    supervisor = int((data / "agent-collector.supervisor.pid").read_text())
+    assert sorted(our_processes(str(venv))) == sorted([new_pid, supervisor])  # one daemon, its supervisor
 
     # uninstall: daemon stopped, nothing left running, agent files byte-identical, data and config kept
     gone = sh(UNINSTALL, env=env)
     assert gone.returncode == 0, gone.stdout + gone.stderr
     assert not our_processes(str(venv))
     assert not venv.exists()
+    assert not link.is_symlink() and not link.parent.exists(), "the link and the folder we made are gone"
     assert agent_snapshot(home, paths) == original
     assert (home / ".profile").read_bytes() == original_profile
     assert (data / "spool").is_dir() and (config / "config.toml").exists()

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from collector import __version__
+from collector.cli.common import fail
 
 # Command modules, each with register(subparsers). Optional ones are skipped if absent from this build.
 COMMAND_MODULES = [
@@ -19,6 +22,7 @@ COMMAND_MODULES = [
     "collector.cli.live_cmd",
     "collector.cli.report_cmd",
     "collector.cli.doctor_cmd",
+    "collector.cli.service_cmd",
 ]
 
 
@@ -44,9 +48,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _missing_home(home: str | None) -> str | None:
+    """A home that does not exist is an error, not an empty home that reports 0 entries."""
+    if home is not None:
+        return None if Path(home).expanduser().is_dir() else f"--home {home}: no such directory"
+    env_home = os.environ.get("AGENT_COLLECTOR_HOME")
+    if env_home and not Path(env_home).expanduser().is_dir():
+        return f"AGENT_COLLECTOR_HOME={env_home}: no such directory"
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    problem = _missing_home(getattr(args, "home", None))
+    if problem:
+        return fail(problem)
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

@@ -8,7 +8,7 @@ import os
 import time
 from typing import Any
 
-import orjson
+import orjson  # noqa: F401 - read_status
 
 from collector.cli.common import add_home, add_json, fail, paths_from, print_json, print_table
 from collector.config import ConfigError, load_for
@@ -86,6 +86,18 @@ def _agents_here(paths: Paths, status: dict[str, Any]) -> None:
         row["integration"] = "; ".join(s.summary for s in states) or "none (polling)"
 
 
+def _service_here(paths: Paths, status: dict[str, Any]) -> int:
+    """The installed service's mode and, when it is down, why; exit status 3 when it should run and does not."""
+    from collector.deploy.service_ctl import ServiceControl, down_reason, installed_mode
+
+    svc = status["service"]
+    svc["mode"] = installed_mode(paths)
+    if svc["running"] or svc["mode"] is None:
+        return 0
+    svc["reason"] = down_reason(ServiceControl(svc["mode"], paths))
+    return 3
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     paths = paths_from(args)
     try:
@@ -94,11 +106,11 @@ def cmd_status(args: argparse.Namespace) -> int:
         return fail(str(exc))
     status = read_status(paths)
     _agents_here(paths, status)
+    code = _service_here(paths, status)
     if args.json:
         print_json(status)
-        return 0
-    svc = status["service"]
-    print(f"service: {'running, pid ' + str(svc['pid']) if svc['running'] else 'not running'}")
+        return code
+    _print_service(status["service"])
     if "updated" in status:
         print(f"status written {time.time() - status['updated']:.0f}s ago; output: {status.get('output_dir')}")
     agents = status.get("agents", {})
@@ -120,8 +132,40 @@ def cmd_status(args: argparse.Namespace) -> int:
                     [(n, ", ".join(f"{k}={v}" for k, v in s.items())) for n, s in sorted(exporters.items())])
     if "watchdog" in status:
         print()
-        print("watchdog:", orjson.dumps(status["watchdog"]).decode())
-    return 0
+        _print_watchdog(status["watchdog"])
+    return code
+
+
+def _print_service(svc: dict[str, Any]) -> None:
+    mode = f" ({svc['mode']} service)" if svc.get("mode") else ""
+    if svc["running"]:
+        print(f"service: running, pid {svc['pid']}{mode}")
+        return
+    if not svc.get("mode"):
+        print("service: not running (no service installed; `agent-collector run` runs the daemon)")
+        return
+    print(f"service: NOT RUNNING{mode}; `agent-collector service start` starts it")
+    for line in svc.get("reason", []):
+        print(f"    {line}")
+
+
+def _print_watchdog(watchdog: dict[str, Any]) -> None:
+    print(f"watchdog: {watchdog.get('watched_files', 0)} files watched, {watchdog.get('repairs_today', 0)} "
+          f"repairs today (cap {watchdog.get('daily_cap', '?')}), {watchdog.get('repairs_total', 0)} in all, "
+          f"{watchdog.get('errors', 0)} errors")
+    last = watchdog.get("last_repair") or {}
+    if last:
+        print(f"  last repair: {last.get('agent')} {last.get('file')} {_ago_unix(last.get('at_unix'))} "
+              f"({last.get('reason')})")
+    for file, watch in sorted((watchdog.get("files") or {}).items()):
+        if watch.get("capped"):
+            print(f"  {file}: daily cap reached, no more repairs today: {watch.get('note', '')}")
+        elif watch.get("conflict"):
+            print(f"  {file}: conflict: {watch.get('note', '')}")
+
+
+def _ago_unix(at: float | None) -> str:
+    return _ago(int(at * 1e9)) if at else "-"
 
 
 def _ago(ns: int | None) -> str:

@@ -134,8 +134,10 @@ def _describe(edits: list[FileEdit], created: list[Path]) -> str:
             parts.append(f"{edit.spec['key']} = agent-collector hook")
         elif kind in ("dropin_plugin", "plugin_inject") and edit.path.name == Path(edit.spec["asset"]).name:
             parts.append("plugin file")
+        elif "list_key" in edit.spec:
+            parts.append(f"plugin listed in {edit.spec['list_key']}")
         else:
-            parts.append(f"plugin listed in {edit.spec.get('list_key', '?')}")
+            parts.append(f"plugin file {edit.path.name}")
     if created:
         parts.append("created " + ", ".join(str(d) for d in created))
     return ", ".join(parts)
