@@ -114,6 +114,10 @@ start() {
     return 0
   fi
   [ -x "$EXEC" ] || { echo "agent-collector: $EXEC is missing" >&2; return 1; }
+  if ! problem=$("$EXEC" config check 2>&1 >/dev/null); then  # a bad config: say why, do not start
+    echo "agent-collector: not started: ${problem#agent-collector: error: }" >&2
+    return 2
+  fi
   if sup=$(supervisor_pid); then  # waiting out a back-off: start afresh
     kill -TERM "$sup" 2>/dev/null
     while is_ours "$sup"; do nap; done

@@ -138,13 +138,12 @@ def test_background_service_restarts_a_killed_daemon_and_stops(installed: Instal
 
 @pytest.mark.timeout(120)
 def test_a_daemon_that_cannot_start_is_reported_with_its_log(installed: Installed) -> None:
-    installed.config.mkdir(parents=True)
-    (installed.config / "config.toml").write_text("[collector\n")  # not TOML: the daemon exits 2
+    (installed.data / "state").write_text("not a folder\n")  # the config is fine; the daemon dies at start
     started = installed.service("start")
     assert started.returncode == 1
-    assert "failed to start (exit status 2)" in started.stderr and "config" in started.stderr.lower()
+    assert "failed to start (exit status 1)" in started.stderr and "state" in started.stderr
     status = installed.service("status")
-    assert status.returncode == 3 and "last exited with status 2" in status.stdout
+    assert status.returncode == 3 and "last exited with status 1" in status.stdout
     assert "the supervisor will start it again shortly" in status.stdout
     assert installed.service("stop").returncode == 0
     assert not our_processes(str(installed.data)), "the supervisor (or its back-off sleep) is still running"
