@@ -14,7 +14,7 @@ if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
 stamp=.venv/.installed-$(cat pyproject.toml | cksum | cut -d' ' -f1)
-if [ ! -f "$stamp" ]; then
+if [ ! -f "$stamp" ] && [ -z "${AGENT_COLLECTOR_TEST_NO_INSTALL:-}" ]; then  # the variable: tests of this script
     echo "== installing agent-collector[dev] into .venv" >&2
     .venv/bin/python -m pip install --quiet --upgrade pip >/dev/null 2>&1 || true
     if ! .venv/bin/python -m pip install --quiet -e '.[dev]' > .venv/pip-install.log 2>&1; then

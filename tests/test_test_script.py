@@ -35,7 +35,7 @@ def run_script(tmp_path: Path, body: str) -> subprocess.CompletedProcess[str]:
     real_home = tmp_path / "real-home"
     real_home.mkdir()
     env = {**os.environ, "HOME": str(real_home), "XDG_CONFIG_HOME": str(real_home / ".config"),
-           "TMPDIR": str(tmp_path)}
+           "TMPDIR": str(tmp_path), "AGENT_COLLECTOR_TEST_NO_INSTALL": "1"}  # never reinstall the running .venv
     result = subprocess.run(["sh", str(ROOT / "scripts" / "test.sh"), "--rootdir", str(case), str(case)],
                             env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert not any(real_home.iterdir()), "the real HOME was touched"
