@@ -57,6 +57,10 @@ class Registry(Generic[B]):
     def kinds(self) -> list[str]:
         return sorted(self._plugins)
 
+    def kinds_in_order(self) -> list[str]:
+        """The kinds in registration order (built-in first)."""
+        return list(self._plugins)
+
     def __contains__(self, kind: object) -> bool:
         return kind in self._plugins
 

@@ -25,17 +25,19 @@ from typing import Any
 import orjson
 
 from collector import __version__
-from collector.agents import load_parser
+from collector.agents.registry import load_parser
 from collector.config import Config, ConfigError, agent_setting, load_for
-from collector.definitions import AgentDefinition, load_definitions
+from collector.definitions import AgentDefinition
 from collector.exporters.base import Exporter, ExportError
 from collector.exporters.jsonl import JsonlExporter
+from collector.exporters.registry import ExporterContext, build_exporters
 from collector.model import RawRecord
 from collector.paths import Paths
 from collector.pipeline.content_policy import ContentKeyError, policy_for
 from collector.pipeline.correlate import Correlator
 from collector.pipeline.processor import AgentSettings, Pipeline
 from collector.pipeline.status import SessionStatusTracker
+from collector.plugins import load_agents
 from collector.sources.base import Position, Source
 from collector.sources.factory import BuildContext, build_sources
 from collector.sources.jsonl_files import JsonlFiles
@@ -90,7 +92,7 @@ class Service:
         self._take_lock()
         self._repair_modes()
         self._store = CheckpointStore(self.paths.state_dir / "checkpoints.sqlite")
-        loaded = load_definitions(self.paths.agents_override_dir)
+        loaded = load_agents(self.paths.agents_override_dir)
         for problem in loaded.problems:
             log.error("agent definition skipped: %s", problem)
         disabled = _disabled_by_user(self.paths)
@@ -147,8 +149,8 @@ class Service:
         for agent_id, defn in list(self.definitions.items()):
             try:
                 parser = load_parser(defn.parser)
-            except ImportError as exc:
-                log.error("%s: parser %r cannot be loaded (%s); agent skipped", agent_id, defn.parser, exc)
+            except LookupError as exc:
+                log.error("%s: %s; agent skipped", agent_id, exc)
                 del self.definitions[agent_id]
                 continue
             capture = agent_setting(self.config, agent_id, "content_capture", defn.content_capture or capture_all)
@@ -178,25 +180,9 @@ class Service:
 
     def _build_exporters(self) -> None:
         assert self._store is not None
-        if self.config.jsonl.enabled:
-            self._jsonl = JsonlExporter(self.output_dir, self._store.get("exporter.jsonl", {}))
-            self.exporters.append(self._jsonl)
-        from collector.usage.exporter import build_usage_exporter
-
-        usage = build_usage_exporter(self.config, self.paths.data_dir)
-        if usage is not None:
-            self.exporters.append(usage)
-        otlp = self.config.otlp
-        if not (otlp.get("enabled") or otlp.get("backends") or otlp.get("endpoint")
-                or any(k.startswith("OTEL_EXPORTER_OTLP_") for k in os.environ)):
-            return  # no backend named anywhere: do not even load the OpenTelemetry SDK
-        from collector.exporters.otlp import build_otlp_exporters
-        from collector.exporters.otlp_config import OtlpConfigError
-
-        try:
-            self.exporters.extend(build_otlp_exporters(otlp, os.environ, self.paths))
-        except OtlpConfigError as exc:
-            raise ConfigError(f"otlp: {exc}") from exc
+        ctx = ExporterContext(self.config, self.paths, self.output_dir, self._store.get, os.environ)
+        self.exporters = build_exporters(ctx)
+        self._jsonl = next((e for e in self.exporters if isinstance(e, JsonlExporter)), None)
 
     # -- collection -------------------------------------------------------------------------------
 

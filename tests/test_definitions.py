@@ -10,6 +10,7 @@ from pathlib import Path
 from support import ROOT, make_paths
 
 from collector.definitions import detect, load_definitions
+from collector.plugins import load_agents
 
 
 def test_builtin_definitions_are_valid() -> None:
@@ -42,10 +43,10 @@ def test_bad_files_are_reported_with_path_and_skipped(tmp_path: Path) -> None:
                                                       "detect": {}, "integrations": [{"kind": "teleport"}],
                                                       "sources": []}))
     (tmp_path / "clobber.json").write_text(json.dumps({"id": "claude-code", "sources": "nope"}))
-    result = load_definitions(tmp_path)
+    result = load_agents(tmp_path)
     problems = {(Path(p.file).name, p.json_path) for p in result.problems}
     assert ("broken.json", "$") in problems
-    assert any(f == "wrong.json" and "integrations[0]" in path for f, path in problems)
+    assert ("wrong.json", "$.integrations[0].kind") in problems, "no plug-in registers that integration kind"
     assert any(f == "clobber.json" and path == "$.sources" for f, path in problems)
     assert "bad-agent" not in result.agents
     assert result.agents["claude-code"].sources[0]["kind"] == "spool", "a broken override leaves the built-in"

@@ -6,9 +6,10 @@ import argparse
 import sys
 
 from collector.cli.common import add_home, add_json, paths_from, print_json, print_table
-from collector.definitions import AgentDefinition, LoadResult, detect, load_definitions
+from collector.definitions import AgentDefinition, LoadResult, detect
 from collector.deploy import integration_state
 from collector.paths import Paths
+from collector.plugins import load_agents
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -40,7 +41,7 @@ def _problems(result: LoadResult) -> None:
 
 def cmd_list(args: argparse.Namespace) -> int:
     paths = paths_from(args)
-    result = load_definitions(paths.agents_override_dir)
+    result = load_agents(paths.agents_override_dir)
     _problems(result)
     if args.json:
         print_json({k: {"files": list(d.files), **d.raw} for k, d in result.agents.items()})
@@ -56,7 +57,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_detect(args: argparse.Namespace) -> int:
     paths = paths_from(args)
-    result = load_definitions(paths.agents_override_dir)
+    result = load_agents(paths.agents_override_dir)
     _problems(result)
     detections = [detect(d, paths) for d in result.agents.values()]
     notes = _integration_notes(result.agents, paths)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from collector.cli.common import add_home, add_json, fail, paths_from, print_json
 from collector.config import ConfigError, load_config, load_for
-from collector.definitions import AgentDefinition, detect, load_definitions
+from collector.definitions import AgentDefinition, detect
 from collector.deploy import (
     Change,
     IntegrationStatus,
@@ -22,6 +22,7 @@ from collector.deploy.agentty import AGENTTY, agentty_present, install_agentty, 
 from collector.deploy.choices import disabled_agents, set_disabled
 from collector.deploy.records import RecordStore
 from collector.paths import Paths
+from collector.plugins import load_agents
 
 _NOTABLE = {State.UNTRUSTED, State.CONFLICT, State.ERROR, State.NOT_IMPLEMENTED}
 
@@ -64,7 +65,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def _definitions(paths: Paths) -> dict[str, AgentDefinition]:
-    result = load_definitions(paths.agents_override_dir)
+    result = load_agents(paths.agents_override_dir)
     for problem in result.problems:
         sys.stderr.write(f"warning: agent definition skipped: {problem}\n")
     return result.agents

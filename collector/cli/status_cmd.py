@@ -71,11 +71,12 @@ def read_status(paths: Paths) -> dict[str, Any]:
 
 def _agents_here(paths: Paths, status: dict[str, Any]) -> None:
     """Detection and integration state are read now, from this machine, not from the daemon's report."""
-    from collector.definitions import detect, load_definitions
+    from collector.definitions import detect
     from collector.deploy import integration_state
+    from collector.plugins import load_agents
 
     agents = status.setdefault("agents", {})
-    for agent_id, defn in load_definitions(paths.agents_override_dir).agents.items():
+    for agent_id, defn in load_agents(paths.agents_override_dir).agents.items():
         row = agents.setdefault(agent_id, {})
         row["detected"] = "yes" if detect(defn, paths).installed else "no"
         try:

@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import copy
 import difflib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import orjson
 
+from collector.definitions.schema import definition_schema
 from collector.paths import project_root
 from collector.pipeline.status_rules import AgentStatusRules
 
@@ -88,9 +89,9 @@ class LoadResult:
     problems: list[DefinitionProblem] = field(default_factory=list)
 
 
-@lru_cache(maxsize=4)
-def _validator(schema_path: str) -> jsonschema.protocols.Validator:
-    schema = orjson.loads(Path(schema_path).read_bytes())
+@cache
+def _validator() -> jsonschema.protocols.Validator:
+    schema = definition_schema()
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
     return cls(schema)
@@ -145,10 +146,16 @@ def _files(directory: Path) -> Iterable[Path]:
     return sorted(directory.glob("*.json")) if directory.is_dir() else []
 
 
-def load_definitions(override_dir: Path | None = None, builtin_dir: Path | None = None) -> LoadResult:
+Check = Callable[[dict[str, Any], str], list[DefinitionProblem]]  # (merged definition, its file) -> problems
+
+
+def load_definitions(override_dir: Path | None = None, builtin_dir: Path | None = None,
+                     check: Check | None = None) -> LoadResult:
+    """Every valid definition. ``check`` adds checks beyond the schema (``collector.plugins`` passes the
+    plug-in registries' own: parser, source and integration kinds, trust stores)."""
     root = project_root()
     builtin_dir = builtin_dir or root / "agents.d"
-    validator = _validator(str(root / "schemas" / "agent-definition.schema.json"))
+    validator = _validator()
     result = LoadResult()
     merged: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {}
     for path in _files(builtin_dir):
@@ -161,13 +168,14 @@ def load_definitions(override_dir: Path | None = None, builtin_dir: Path | None 
             continue
         base, files = merged.get(data["id"], ({}, ()))
         candidate = deep_merge(base, data)
-        problems = _problems_of(validator, candidate, str(path)) or _variant_problems(candidate, str(path))
+        problems = (_problems_of(validator, candidate, str(path)) or _variant_problems(candidate, str(path))
+                    or (check(candidate, str(path)) if check else []))
         if problems:  # a broken override leaves the built-in definition as it was
             result.problems.extend(problems)
             continue
         merged[data["id"]] = (candidate, files + (str(path),))
     for agent_id, (data, files) in sorted(merged.items()):
-        problems = _problems_of(validator, data, files[-1])
+        problems = _problems_of(validator, data, files[-1]) or (check(data, files[-1]) if check else [])
         if problems:
             result.problems.extend(problems)
             continue

@@ -21,6 +21,7 @@ from collector.deploy.fsutil import (
     remove_file,
     write_atomic,
 )
+from collector.deploy.kinds import edits_for
 from collector.deploy.model import (
     Action,
     Change,
@@ -31,7 +32,7 @@ from collector.deploy.model import (
     State,
 )
 from collector.deploy.records import DeployRecord, RecordStore
-from collector.deploy.strategies import Check, FileEdit, edits_for
+from collector.deploy.strategies import Check, FileEdit
 from collector.deploy.trust import trust_stores
 from collector.paths import Paths
 

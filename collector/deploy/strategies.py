@@ -99,7 +99,7 @@ class SettingsHooksJson:
     def desired_group(self, event: str) -> dict[str, Any]:
         group: dict[str, Any] = {}
         if event in self.matcher_events:
-            group["matcher"] = self.spec.get("matcher", "*")
+            group["matcher"] = self.spec["matcher"]
         group["hooks"] = [self.desired_hook(event)]
         return group
 
@@ -317,7 +317,7 @@ class TomlNotify:
         self.spec = spec
         self.path = paths.expand(spec["file"])
         self.key: str = spec["key"]
-        self.desired = hook_argv(paths, agent, spec.get("event", "notify"), hook_script)
+        self.desired = hook_argv(paths, agent, spec["event"], hook_script)
 
     def _text(self, current: bytes | None) -> str:
         return "" if current is None else _text(current, self.path)
@@ -503,27 +503,3 @@ def plugin_inject_edits(agent: str, spec: dict[str, Any], paths: Paths) -> list[
         ManagedFile(agent, spec, copy, lambda: render_asset(spec["asset"], agent, paths)),
         PluginListJson(agent, spec, paths, copy.absolute().as_uri()),
     ]
-
-
-def edits_for(agent: str, spec: dict[str, Any], paths: Paths, hook_script: Path | None) -> list[FileEdit]:
-    """The file edits one integration spec needs. Raises DeployError (NotImplementedKind) when impossible."""
-    kind = spec["kind"]
-    if kind == "settings_hooks":
-        if spec["format"] == "toml":
-            return [SettingsHooksToml(agent, spec, paths, hook_script)]
-        return [SettingsHooksJson(agent, spec, paths, hook_script)]
-    if kind == "toml_notify":
-        return [TomlNotify(agent, spec, paths, hook_script)]
-    if kind == "dropin_plugin":
-        return dropin_edits(agent, spec, paths)
-    if kind == "plugin_inject":
-        return plugin_inject_edits(agent, spec, paths)
-    if kind == "http_plugin_dir":
-        try:
-            from collector.deploy.http_plugin import http_plugin_edits
-        except ImportError:
-            raise NotImplementedKind(
-                "http_plugin_dir (hooks posting to the loopback ingest) is not in this build"
-            ) from None
-        return http_plugin_edits(agent, spec, paths, hook_script)
-    raise NotImplementedKind(f"unknown integration kind {kind!r}")

@@ -272,12 +272,3 @@ def load_otlp_config(config: Mapping[str, Any] | None, env: Mapping[str, str]) -
     if len(set(names)) != len(names):
         raise OtlpConfigError(f"otlp backend names must be unique: {names}")
     return backends
-
-
-def build_otlp_exporters(
-    config: Mapping[str, Any] | None, env: Mapping[str, str], paths: Any, options: Any = None
-) -> list[Any]:
-    """Same as :func:`collector.exporters.otlp.build_otlp_exporters` (imported lazily: no import cycle)."""
-    from collector.exporters.otlp import build_otlp_exporters as build
-
-    return build(config, env, paths, options)

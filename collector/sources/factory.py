@@ -1,65 +1,56 @@
-"""Build the sources an agent definition lists. One builder per source kind."""
+"""Source kinds: the registry (kind -> schema -> build function) and the sources an agent definition lists.
+
+Built-in kinds: ``spool`` and ``jsonl`` (here), ``sqlite`` (sqlite_rows), ``json_file``
+(json_documents). An installed package adds kinds under the entry point group
+``agent_collector.source_kinds``. A spec of an unknown kind, or one that breaks its kind's schema, is
+logged and skipped; the agent's other sources still run.
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from collector.definitions import AgentDefinition
-from collector.paths import Paths
+from collector.definitions.schema import kind_schema
+from collector.registry import Plugin, PluginConfigError, Registry, UnknownKind
+from collector.sources import json_documents, sqlite_rows
 from collector.sources.base import Source
+from collector.sources.context import BuildContext, SourceBuilder
 from collector.sources.jsonl_files import JsonlFiles
 
 log = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True, slots=True)
-class BuildContext:
-    paths: Paths
-    positions: dict[str, dict[str, Any]]
-    max_line: int
+__all__ = ["BuildContext", "build_sources", "source_kinds"]
 
 
-Builder = Callable[[AgentDefinition, dict[str, Any], BuildContext], Source]
-
-
-def _spool(defn: AgentDefinition, spec: dict[str, Any], ctx: BuildContext) -> Source:
+def _spool(spec: dict[str, Any], defn: AgentDefinition, ctx: BuildContext) -> Source:
     pattern = str(ctx.paths.spool_dir / defn.id / "*.jsonl")
-    return JsonlFiles(f"{defn.id}:{spec.get('name', 'hooks')}", defn.id, "hook", [pattern], ctx.positions, ctx.max_line)
+    return JsonlFiles(f"{defn.id}:{spec['name']}", defn.id, "hook", [pattern], ctx.positions, ctx.max_line)
 
 
-def _jsonl(defn: AgentDefinition, spec: dict[str, Any], ctx: BuildContext) -> Source:
+def _jsonl(spec: dict[str, Any], defn: AgentDefinition, ctx: BuildContext) -> Source:
     globs = [str(ctx.paths.expand(g)) for g in spec["globs"]]
-    name = f"{defn.id}:{spec.get('name', 'transcripts')}"
-    return JsonlFiles(name, defn.id, str(spec.get("record_kind", "transcript")), globs, ctx.positions, ctx.max_line)
+    return JsonlFiles(f"{defn.id}:{spec['name']}", defn.id, spec["record_kind"], globs, ctx.positions, ctx.max_line)
 
 
-BUILDERS: dict[str, Builder] = {"spool": _spool, "jsonl": _jsonl}
-
-
-def register_builder(kind: str, builder: Builder) -> None:
-    BUILDERS[kind] = builder
-
-
-def _load_optional_builders() -> None:
-    """Source kinds implemented in their own modules register themselves on import."""
-    for module in ("collector.sources.sqlite_rows", "collector.sources.json_documents", "collector.sources.commands"):
-        try:
-            __import__(module)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
+@cache
+def source_kinds() -> Registry[SourceBuilder]:
+    builtin: list[Plugin[SourceBuilder]] = [
+        Plugin("spool", _spool, kind_schema("source_spool")),
+        Plugin("jsonl", _jsonl, kind_schema("source_jsonl")),
+        sqlite_rows.PLUGIN,
+        json_documents.PLUGIN,
+    ]
+    return Registry("source kind", builtin, group="agent_collector.source_kinds")
 
 
 def build_sources(defn: AgentDefinition, ctx: BuildContext) -> list[Source]:
-    _load_optional_builders()
     sources: list[Source] = []
-    for spec in defn.sources:
-        builder = BUILDERS.get(spec["kind"])
-        if builder is None:
-            log.warning("%s: source kind %r is not supported by this build, skipped", defn.id, spec["kind"])
-            continue
-        sources.append(builder(defn, spec, ctx))
+    for n, spec in enumerate(defn.sources):
+        try:
+            sources.append(source_kinds().build(spec["kind"], spec, defn, ctx))
+        except (UnknownKind, PluginConfigError) as exc:
+            log.error("%s: sources[%d] skipped: %s", defn.id, n, exc)
     return sources

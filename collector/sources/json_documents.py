@@ -25,9 +25,11 @@ from typing import Any
 import orjson
 
 from collector.definitions import AgentDefinition
+from collector.definitions.schema import kind_schema
 from collector.model.raw import RawRecord
+from collector.registry import Plugin
 from collector.sources.base import Item, Position, SourceStats
-from collector.sources.factory import BuildContext, register_builder
+from collector.sources.context import BuildContext, SourceBuilder
 
 log = logging.getLogger(__name__)
 
@@ -129,9 +131,9 @@ class JsonDocuments:
         log.warning("%s", message)
 
 
-def _build(defn: AgentDefinition, spec: dict[str, Any], ctx: BuildContext) -> JsonDocuments:
+def _build(spec: dict[str, Any], defn: AgentDefinition, ctx: BuildContext) -> JsonDocuments:
     globs = [str(ctx.paths.expand(g)) for g in spec["globs"]]
-    return JsonDocuments(f"{defn.id}:{spec.get('name', 'documents')}", defn.id, globs, ctx.positions)
+    return JsonDocuments(f"{defn.id}:{spec['name']}", defn.id, globs, ctx.positions)
 
 
-register_builder("json_file", _build)
+PLUGIN: Plugin[SourceBuilder] = Plugin("json_file", _build, kind_schema("source_json_file"))

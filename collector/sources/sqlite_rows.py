@@ -29,9 +29,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from collector.definitions import AgentDefinition
+from collector.definitions.schema import kind_schema
 from collector.model.raw import RawRecord
+from collector.registry import Plugin
 from collector.sources.base import Item, Position, SourceStats
-from collector.sources.factory import BuildContext, register_builder
+from collector.sources.context import BuildContext, SourceBuilder
 
 log = logging.getLogger(__name__)
 
@@ -202,13 +204,13 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
     return "locked" in text or "busy" in text
 
 
-def _build(defn: AgentDefinition, spec: dict[str, Any], ctx: BuildContext) -> SqliteRows:
+def _build(spec: dict[str, Any], defn: AgentDefinition, ctx: BuildContext) -> SqliteRows:
     tables = [
         TableSpec(t["table"], t["watermark"], t.get("key") or "rowid", tuple(t.get("columns") or ()))
         for t in spec["tables"]
     ]
-    name = f"{defn.id}:{spec.get('name', 'sqlite')}"
+    name = f"{defn.id}:{spec['name']}"
     return SqliteRows(name, defn.id, str(ctx.paths.expand(spec["path"])), tables, ctx.positions)
 
 
-register_builder("sqlite", _build)
+PLUGIN: Plugin[SourceBuilder] = Plugin("sqlite", _build, kind_schema("source_sqlite"))
