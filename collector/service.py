@@ -17,7 +17,7 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,10 +28,12 @@ from collector import __version__
 from collector.agents.registry import load_parser
 from collector.config import Config, ConfigError, agent_setting, load_for
 from collector.definitions import AgentDefinition
+from collector.deploy.choices import disabled_agents
 from collector.exporters.base import Exporter, ExportError
 from collector.exporters.jsonl import JsonlExporter
 from collector.exporters.registry import ExporterContext, build_exporters
 from collector.model import RawRecord
+from collector.parts import DaemonPart
 from collector.paths import Paths
 from collector.pipeline.content_policy import ContentKeyError, policy_for
 from collector.pipeline.correlate import Correlator
@@ -84,7 +86,7 @@ class Service:
         self._jsonl: JsonlExporter | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self.spool_writer = SpoolWriter(paths.spool_dir)
-        self.components: dict[str, Any] = {}  # ingest server, watchdog, status tracker...
+        self.status: SessionStatusTracker | None = None  # built at startup from the definitions' status rules
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -168,10 +170,10 @@ class Service:
             content = policy_for(self.paths.state_dir, self.config.content.digest)
         except ContentKeyError as exc:
             raise ConfigError(str(exc)) from exc
-        self.components["status"] = SessionStatusTracker({k: d.status_rules for k, d in self.definitions.items()},
+        self.status = SessionStatusTracker({k: d.status_rules for k, d in self.definitions.items()},
                                                          digest=content.digest_value)
         self._pipeline = Pipeline(agents, resource, self._store.seen, correlator,
-                                  self.config.masking.enabled, self.components["status"], content)
+                                  self.config.masking.enabled, self.status, content)
 
     def _build_sources(self) -> None:
         assert self._store is not None
@@ -195,7 +197,7 @@ class Service:
         return result
 
     def _close_idle_sessions(self, result: CycleResult) -> None:
-        tracker = self.components.get("status")
+        tracker = self.status
         if tracker is None or self._pipeline is None or self._store is None:
             return
         entries = self._pipeline.finish(tracker.expire(time.time_ns(), self._idle_timeout_ns))
@@ -291,21 +293,29 @@ class Service:
         self._stop.set()
         self._wake.set()
 
-    async def serve(self) -> None:
+    async def serve(self, parts: Sequence[DaemonPart] = ()) -> None:
+        """Collect until stopped; the optional daemon parts run alongside (started first, stopped last)."""
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stop)
         self._tasks.append(asyncio.create_task(self._watch_files(), name="file-events"))
-        for starter in self.components.get("starters", []):
-            self._tasks.append(asyncio.create_task(starter(self), name=getattr(starter, "__name__", "component")))
+        started: list[DaemonPart] = []
         interval = self.config.collector.poll_interval_s
         try:
+            for part in parts:
+                started.append(part)
+                await part.start()
             while not self._stop.is_set():
                 self._wake.clear()
                 await self.collect_once()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout=interval)
         finally:
+            for part in reversed(started):
+                try:
+                    await part.stop()
+                except Exception as exc:  # noqa: BLE001 - every part must get its stop
+                    log.warning("%s did not stop cleanly: %r", part.name, exc)
             for task in self._tasks:
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -359,8 +369,6 @@ class Service:
 
 def _disabled_by_user(paths: Paths) -> set[str]:
     """`agent-collector agents disable ID` means: no integration, and no collection either."""
-    from collector.deploy.choices import disabled_agents
-
     return set(disabled_agents(paths))
 
 

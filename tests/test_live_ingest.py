@@ -13,8 +13,9 @@ import orjson
 import pytest
 from support import FIXTURES, assert_no_duplicates, assert_schema_valid, prepare_fixture, read_output
 
+from collector.cli.daemon_parts import daemon_parts
 from collector.config import load_config
-from collector.ingest.live import attach, run_ingest
+from collector.ingest.live import IngestPart
 from collector.ingest.server import IngestServer
 from collector.paths import Paths
 from collector.pipeline.status import SessionStatusTracker
@@ -34,7 +35,6 @@ def service_for(paths: Paths) -> Service:
     config = load_config(paths.config_file, env={})
     config.ingest.port = 0
     service = Service(paths, config, output_dir=paths.output_dir)
-    attach(service)
     service.startup()
     return service
 
@@ -62,14 +62,11 @@ async def get_json(port: int, path: str) -> Any:
     return orjson.loads(data.split(b"\r\n\r\n", 1)[1])
 
 
-async def start_ingest(service: Service) -> tuple[asyncio.Task[None], IngestServer]:
-    task = asyncio.create_task(run_ingest(service))
-    for _ in range(200):
-        server = service.components.get("ingest")
-        if isinstance(server, IngestServer):
-            return task, server
-        await asyncio.sleep(0.01)
-    raise AssertionError("ingest server did not start")
+async def start_ingest(service: Service) -> tuple[IngestPart, IngestServer]:
+    (part,) = [p for p in daemon_parts(service) if isinstance(p, IngestPart)]
+    await part.start()
+    assert part.server is not None, "ingest server did not start"
+    return part, part.server
 
 
 def hooks_only(tmp: Path, case: str) -> Paths:
@@ -98,16 +95,16 @@ async def through_http(tmp: Path, case: str) -> tuple[list[dict[str, Any]], dict
     paths = hooks_only(tmp, case)
     shutil.rmtree(paths.spool_dir)  # the hooks arrive over http instead
     service = service_for(paths)
-    task, server = await start_ingest(service)
+    part, server = await start_ingest(service)
     try:
         bodies = [orjson.dumps(line["payload"]) for line in spool_lines(case)]
         assert set(await post_all(server.port, "claude-code", bodies)) == {200}
-        service.components["spool_relay"].flush()
+        assert part.relay is not None
+        part.relay.flush()
         await service.collect_once()
         sessions = await get_json(server.port, "/v1/sessions")
     finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+        await part.stop()
         service.shutdown()
     return read_output(paths.output_dir), sessions
 
@@ -154,12 +151,14 @@ async def test_http_session_status_reaches_output_and_sessions_view(tmp_path: Pa
     assert row["tool_calls_today"] >= 0 and row["input_tokens_today"] >= 0
 
 
-def test_attach_puts_the_tracker_into_the_pipeline(tmp_path: Path) -> None:
+def test_the_run_command_adds_the_ingest_and_the_pipeline_has_the_tracker(tmp_path: Path) -> None:
     paths = prepare_fixture(FIXTURES / "claude-code" / "tool_then_answer", tmp_path)
     service = service_for(paths)
     try:
-        assert isinstance(service.components["status"], SessionStatusTracker)
-        assert run_ingest in service.components["starters"]
+        assert isinstance(service.status, SessionStatusTracker)
+        assert [p.name for p in daemon_parts(service)] == ["ingest", "watchdog"]
+        service.config.ingest.enabled = False
+        assert [p.name for p in daemon_parts(service)] == ["watchdog"]
     finally:
         service.shutdown()
 

@@ -205,7 +205,7 @@ def test_two_programs_fighting_for_a_minute_stop_at_the_cap(
 
 
 def test_the_daemon_runs_the_watchdog(env: tuple[Path, Paths]) -> None:
-    """`agent-collector run` starts the watchdog (collector.components attach) and stops on SIGTERM."""
+    """`agent-collector run` starts the watchdog (a daemon part) and stops on SIGTERM."""
     home, paths = env
     environ = {**os.environ, "AGENT_COLLECTOR_INGEST__ENABLED": "false", "PYTHONUNBUFFERED": "1"}
     command = [sys.executable, "-m", "collector", "run", "--home", str(home)]

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from collector.cli.common import add_home, fail, paths_from, setup_logging
+from collector.cli.daemon_parts import daemon_parts
 from collector.config import ConfigError
 from collector.service import AlreadyRunning, Service
 
@@ -68,24 +69,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     setup_logging(args.verbose)
     try:
         service = _service(args)
-        _attach_components(service)
         service.startup()
     except (AlreadyRunning, ConfigError) as exc:
         return fail(str(exc))
     try:
-        asyncio.run(service.serve())
+        asyncio.run(service.serve(daemon_parts(service)))
     finally:
         service.shutdown()
     return 0
-
-
-def _attach_components(service: Service) -> None:
-    """Optional daemon parts (ingest server, watchdog, session status) plug in if this build has them."""
-    try:
-        from collector.components import attach
-    except ImportError:
-        return
-    attach(service)
 
 
 class _Progress:

@@ -3,27 +3,28 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from collector import __version__
+from collector.cli import (
+    agents_cmd,
+    collect_cmd,
+    config_cmd,
+    deploy_cmd,
+    doctor_cmd,
+    live_cmd,
+    report_cmd,
+    service_cmd,
+    status_cmd,
+)
 from collector.cli.common import fail
 
-# Command modules, each with register(subparsers). Optional ones are skipped if absent from this build.
-COMMAND_MODULES = [
-    "collector.cli.collect_cmd",
-    "collector.cli.agents_cmd",
-    "collector.cli.deploy_cmd",
-    "collector.cli.status_cmd",
-    "collector.cli.config_cmd",
-    "collector.cli.live_cmd",
-    "collector.cli.report_cmd",
-    "collector.cli.doctor_cmd",
-    "collector.cli.service_cmd",
-]
+# Command modules, each with register(subparsers).
+COMMAND_MODULES = (collect_cmd, agents_cmd, deploy_cmd, status_cmd, config_cmd, live_cmd, report_cmd, doctor_cmd,
+                   service_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,13 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"agent-collector {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:
-                continue
-            raise
+    for module in COMMAND_MODULES:
         module.register(subparsers)
     return parser
 

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from collector.config import WatchdogSection
 from collector.definitions.loader import AgentDefinition
 from collector.deploy.choices import disabled_agents
 from collector.deploy.engine import integration_state, repair_file
@@ -268,23 +269,22 @@ class Watchdog:
             return
 
 
-def attach(service: Any) -> None:
-    """Daemon wiring (collector.components): start the watchdog with the service unless disabled."""
-    if not service.config.watchdog.enabled:
-        return
-    service.components.setdefault("starters", []).append(run_watchdog)
+class WatchdogPart:
+    """The watchdog as a daemon part (:class:`collector.parts.DaemonPart`): runs on the daemon's event
+    loop from ``start`` until ``stop``."""
 
+    name = "watchdog"
 
-async def run_watchdog(service: Any) -> None:
-    section = service.config.watchdog
-    watchdog = Watchdog(
-        service.definitions,
-        service.paths,
-        cooldown_s=section.cooldown_s,
-        daily_cap=section.daily_cap,
-    )
-    service.components["watchdog"] = watchdog
-    try:
-        await watchdog.run()
-    finally:
-        watchdog.stop()
+    def __init__(self, definitions: Mapping[str, AgentDefinition], paths: Paths, section: WatchdogSection) -> None:
+        self.watchdog = Watchdog(definitions, paths, cooldown_s=section.cooldown_s, daily_cap=section.daily_cap)
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self.watchdog.run(), name="watchdog")
+
+    async def stop(self) -> None:
+        self.watchdog.stop()
+        task, self._task = self._task, None
+        if task is not None:
+            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+                await asyncio.wait_for(task, 5.0)

@@ -1,37 +1,31 @@
-"""Wire the live view into the daemon: the session status tracker into the pipeline, the ingest server
-into the event loop. ``attach(service)`` is called by ``agent-collector run`` before start-up."""
+"""The live view as a daemon part (:class:`collector.parts.DaemonPart`): the loopback ingest server,
+whose posted hooks go to the spool through one writer thread, and which serves the live snapshot (the
+Service's status plus the session status tracker's sessions). ``agent-collector run`` builds it."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import queue
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from collector.config import Config
 from collector.ingest.envelope import to_envelope
 from collector.ingest.server import IngestConfig, IngestServer
 from collector.pipeline.status import SessionStatusTracker
-from collector.service import Service
 from collector.sources.spool_writer import SpoolWriter
 
 log = logging.getLogger(__name__)
-
-
-def attach(service: Service) -> None:
-    if service.config.ingest.enabled:
-        service.components.setdefault("starters", []).append(run_ingest)
 
 
 def ingest_config(config: Config) -> IngestConfig:
     return IngestConfig(port=config.ingest.port, max_body_bytes=config.ingest.max_body_bytes)
 
 
-def live_snapshot(service: Service) -> dict[str, Any]:
-    tracker = service.components.get("status")
-    snapshot = service.snapshot()
-    if isinstance(tracker, SessionStatusTracker):
+def live_snapshot(snapshot: dict[str, Any], tracker: SessionStatusTracker | None) -> dict[str, Any]:
+    """The Service's status snapshot with the live sessions added."""
+    if tracker is not None:
         snapshot["sessions"] = tracker.sessions()
         snapshot["session_status"] = tracker.summary()
     return snapshot
@@ -77,30 +71,42 @@ class SpoolRelay:
         self._thread.join(timeout)
 
 
-async def run_ingest(service: Service) -> None:
-    """Serve until cancelled. A port already taken is logged, not fatal: command hooks still spool.
+class IngestPart:
+    """The ingest server and its spool relay. A port already taken is logged, not fatal: command hooks
+    still spool. Posted hooks go to the spool (durable, read by the same spool source as the hook
+    script's lines); the spool directory's file events wake the collection loop."""
 
-    Posted hooks go to the spool (durable, read by the same spool source as the hook script's lines);
-    the spool directory's file events wake the collection loop."""
-    relay = SpoolRelay(service.spool_writer)
+    name = "ingest"
 
-    def submit(agent: str, body: bytes, received: float) -> None:
-        envelope = to_envelope(agent, body, received)
-        relay.put(agent, envelope["event"] or "", envelope["payload"], received)
+    def __init__(self, config: IngestConfig, spool_writer: SpoolWriter, known_agents: Callable[[], set[str]],
+                 snapshot: Callable[[], dict[str, Any]]) -> None:
+        self.config = config
+        self._writer = spool_writer
+        self._known_agents = known_agents
+        self._snapshot = snapshot
+        self.server: IngestServer | None = None
+        self.relay: SpoolRelay | None = None
 
-    config = ingest_config(service.config)
-    server = IngestServer(submit, lambda: set(service.definitions), lambda: live_snapshot(service), config)
-    try:
-        await server.start()
-    except OSError as exc:
-        relay.close()
-        log.error("ingest server cannot listen on %s:%d (%s); http hooks are lost until it can, "
-                  "command hooks keep spooling", config.host, config.port, exc.strerror or exc)
-        return
-    service.components["ingest"] = server
-    service.components["spool_relay"] = relay
-    try:
-        await asyncio.Event().wait()
-    finally:
-        await server.stop()
-        relay.close()
+    async def start(self) -> None:
+        relay = SpoolRelay(self._writer)
+
+        def submit(agent: str, body: bytes, received: float) -> None:
+            envelope = to_envelope(agent, body, received)
+            relay.put(agent, envelope["event"] or "", envelope["payload"], received)
+
+        server = IngestServer(submit, self._known_agents, self._snapshot, self.config)
+        try:
+            await server.start()
+        except OSError as exc:
+            relay.close()
+            log.error("ingest server cannot listen on %s:%d (%s); http hooks are lost until it can, "
+                      "command hooks keep spooling", self.config.host, self.config.port, exc.strerror or exc)
+            return
+        self.server, self.relay = server, relay
+
+    async def stop(self) -> None:
+        server, relay, self.server, self.relay = self.server, self.relay, None, None
+        if server is not None:
+            await server.stop()
+        if relay is not None:
+            relay.close()

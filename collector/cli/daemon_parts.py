@@ -1,0 +1,21 @@
+"""What ``agent-collector run`` adds to the Service: the optional daemon parts, each built with what it
+needs from the started Service (the CLI is the one place that knows both)."""
+
+from __future__ import annotations
+
+from collector.deploy.watchdog import WatchdogPart
+from collector.ingest.live import IngestPart, ingest_config, live_snapshot
+from collector.parts import DaemonPart
+from collector.service import Service
+
+
+def daemon_parts(service: Service) -> list[DaemonPart]:
+    """The parts the configuration turns on, for a Service whose ``startup`` has run."""
+    parts: list[DaemonPart] = []
+    if service.config.ingest.enabled:
+        parts.append(IngestPart(ingest_config(service.config), service.spool_writer,
+                                lambda: set(service.definitions),
+                                lambda: live_snapshot(service.snapshot(), service.status)))
+    if service.config.watchdog.enabled:
+        parts.append(WatchdogPart(service.definitions, service.paths, service.config.watchdog))
+    return parts
