@@ -32,6 +32,7 @@ from collector.deploy.choices import disabled_agents
 from collector.exporters.base import Exporter, ExportError
 from collector.exporters.jsonl import JsonlExporter
 from collector.exporters.registry import ExporterContext, build_exporters
+from collector.handoff import RequestDesk
 from collector.model import RawRecord
 from collector.parts import DaemonPart
 from collector.paths import Paths
@@ -87,6 +88,7 @@ class Service:
         self._tasks: list[asyncio.Task[Any]] = []
         self.spool_writer = SpoolWriter(paths.spool_dir)
         self.status: SessionStatusTracker | None = None  # built at startup from the definitions' status rules
+        self.requests = RequestDesk(paths.state_dir)  # collect --once runs handed to the daemon
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -307,7 +309,7 @@ class Service:
                 await part.start()
             while not self._stop.is_set():
                 self._wake.clear()
-                await self.collect_once()
+                await self._cycle()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout=interval)
         finally:
@@ -319,6 +321,14 @@ class Service:
             for task in self._tasks:
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _cycle(self) -> None:
+        """One daemon cycle; it also answers the `collect --once` runs waiting for it (collector.handoff)."""
+        tokens = self.requests.take()
+        meter = self.requests.meter(tokens, self.sources) if tokens else None
+        result = await self.collect_once(meter)
+        if tokens:
+            self.requests.finish(tokens, result.records, result.entries, result.by_agent)
 
     async def _watch_files(self) -> None:
         import watchfiles

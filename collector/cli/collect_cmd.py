@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import time
 from pathlib import Path
 
+import orjson
+
+from collector import handoff
+from collector.backfill import Meter, ProgressState, render
 from collector.cli.common import add_home, fail, paths_from, setup_logging
 from collector.cli.daemon_parts import daemon_parts
 from collector.config import ConfigError
@@ -27,7 +32,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     collect = subparsers.add_parser(
         "collect", help="process what exists now, then exit (backfill, tests, CI)",
         description="Read every source from its checkpoint to its current end, export, commit, exit. "
-                    "Safe to repeat: nothing is read twice, nothing is written twice.",
+                    "Safe to repeat: nothing is read twice, nothing is written twice. When a daemon runs on "
+                    "the same data, it does the work (it alone writes checkpoints and output) and this "
+                    "command waits for it, showing its progress.",
     )
     collect.add_argument("--once", action="store_true", required=True, help="one pass (the only mode)")
     add_home(collect)
@@ -46,23 +53,82 @@ def cmd_collect(args: argparse.Namespace) -> int:
     try:
         service = _service(args)
         service.startup()
-    except (AlreadyRunning, ConfigError) as exc:
+    except AlreadyRunning:
+        return _hand_off(args, service)
+    except ConfigError as exc:
         return fail(str(exc))
-    progress = _Progress() if sys.stderr.isatty() and not args.quiet else None
+    line = _Line() if sys.stderr.isatty() and not args.quiet else None
     started = time.monotonic()
     try:
-        result = asyncio.run(service.collect_once(progress))
+        meter = Meter(service.sources, line.show if line else None)
+        result = asyncio.run(service.collect_once(meter))
     finally:
         service.shutdown()
-        if progress:
-            progress.done()
+        if line:
+            line.done()
     if not args.quiet:
-        per_agent = ", ".join(f"{a}: {n}" for a, n in sorted(result.by_agent.items())) or "nothing new"
-        sys.stderr.write(
-            f"collected {result.entries} entries from {result.records} records in "
-            f"{time.monotonic() - started:.1f}s ({per_agent}); output: {service.output_dir}\n"
-        )
+        _summary(result.entries, result.records, result.by_agent, time.monotonic() - started,
+                 f"output: {service.output_dir}")
     return 0
+
+
+def _hand_off(args: argparse.Namespace, service: Service) -> int:
+    """A daemon runs on this data: it does the work (it alone writes checkpoints and output); we wait."""
+    paths = service.paths
+    pid = _daemon_pid(paths.state_dir)
+    daemon_output = _daemon_output(paths.state_dir)
+    if args.output and daemon_output and Path(args.output).resolve() != Path(daemon_output).resolve():
+        return fail(f"the running daemon (pid {pid}) writes to {daemon_output}; --output cannot change that "
+                    "while it runs (stop it with `agent-collector service stop`, or leave out --output)")
+    if not args.quiet:
+        sys.stderr.write(f"a daemon is running on {paths.data_dir} (pid {pid}): it collects, this waits\n")
+    line = _Line() if sys.stderr.isatty() and not args.quiet else None
+    started = time.monotonic()
+    token = handoff.request(paths.state_dir)
+    accept_s = max(15.0, 3 * service.config.collector.poll_interval_s)
+    try:
+        done = handoff.wait(paths.state_dir, token, lambda: _alive(pid), accept_s, line.show if line else None)
+    except handoff.HandoffError as exc:
+        return fail(str(exc), code=1)
+    finally:
+        if line:
+            line.done()
+    if not args.quiet:
+        _summary(done.entries, done.records, done.by_agent, time.monotonic() - started,
+                 f"by the daemon, pid {pid}; output: {daemon_output or service.output_dir}")
+    return 0
+
+
+def _summary(entries: int, records: int, by_agent: dict[str, int], seconds: float, where: str) -> None:
+    per_agent = ", ".join(f"{a}: {n}" for a, n in sorted(by_agent.items())) or "nothing new"
+    sys.stderr.write(f"collected {entries} entries from {records} records in {seconds:.1f}s ({per_agent}); "
+                     f"{where}\n")
+
+
+def _daemon_pid(state_dir: Path) -> int | None:
+    try:
+        return int((state_dir / "collector.lock").read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _daemon_output(state_dir: Path) -> str | None:
+    try:
+        return str(orjson.loads((state_dir / "status.json").read_bytes()).get("output_dir") or "") or None
+    except (OSError, orjson.JSONDecodeError, AttributeError):
+        return None
+
+
+def _alive(pid: int | None) -> bool:
+    if pid is None:
+        return True  # the lock is held; we cannot tell more
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -79,20 +145,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-class _Progress:
-    """A one-line progress display on a terminal."""
+class _Line:
+    """The progress line on a terminal: percent, bytes, records, ETA (see collector.backfill.render)."""
 
     def __init__(self) -> None:
-        self.started = time.monotonic()
         self.last = 0.0
 
-    def __call__(self, source: str, records: int) -> None:
+    def show(self, state: ProgressState) -> None:
         now = time.monotonic()
         if now - self.last < 0.1:
             return
         self.last = now
-        rate = records / max(now - self.started, 1e-6)
-        sys.stderr.write(f"\r\x1b[K{records:>10,} records  {rate:>9,.0f}/s  {source[:50]}")
+        sys.stderr.write(f"\r\x1b[K{render(state)}")
         sys.stderr.flush()
 
     def done(self) -> None:

@@ -92,6 +92,20 @@ class JsonlFiles:
             found.update(glob.glob(pattern))
         return sorted(found)
 
+    def pending_bytes(self) -> int:
+        """Bytes past the checkpoint in every file (all of a file we have no position for): the work left."""
+        total = 0
+        for path in self.files():
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            stored = self._positions.get(path) or {}
+            same = stored.get("dev") == st.st_dev and stored.get("ino") == st.st_ino
+            offset = int(stored.get("offset", 0)) if same else 0
+            total += st.st_size - offset if st.st_size >= offset else st.st_size  # shorter: read again
+        return total
+
     async def read(self) -> AsyncIterator[Item]:
         for path in self.files():
             for item in self._read_path(path):
