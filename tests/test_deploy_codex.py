@@ -12,7 +12,7 @@ from deploy_support import FIXTURES, clear_env, definition, definitions, paths_f
 
 from collector.deploy import Action, State, install_agent, integration_state, uninstall_agent
 from collector.deploy.codex_trust import event_label, handler_hash
-from collector.deploy.hookcmd import hook_argv
+from collector.deploy.hookcmd import hook_argv, hook_shell
 from collector.paths import Paths
 
 REAL_CONFIG = (FIXTURES / "codex" / "home" / ".codex" / "config.toml").read_text()
@@ -82,7 +82,7 @@ def test_notify_file_absent_is_created_and_deleted(codex_home: tuple[Path, Paths
     defn = definition(_notify_only())
     [change] = install_agent(defn, paths)
     assert change.action is Action.CREATE
-    assert tomllib.loads((home / ".codex" / "config.toml").read_text())["notify"][0] == "sh"
+    assert tomllib.loads((home / ".codex" / "config.toml").read_text())["notify"][0] == hook_shell()
     uninstall_agent(defn, paths)
     assert not (home / ".codex" / "config.toml").exists()
 

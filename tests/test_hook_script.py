@@ -1,4 +1,6 @@
-"""The POSIX hook script, run for real with sh (dash here) and bash, as the agents run it."""
+"""The hook script, run for real as the agents run it: with bash (what `install` writes), with sh (dash
+here: it re-executes itself with bash) and on the POSIX fallback (no bash: date, tr and a lock). Its
+lines are read back with the daemon's own spool decoder, which is where the JSON check lives now."""
 
 from __future__ import annotations
 
@@ -6,32 +8,38 @@ import datetime as dt
 import fcntl
 import json
 import os
+import random
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from collector.sources.spool_lines import DROPPED, PAYLOAD_INVALID, decode_spool_line
+
 HOOK = Path(__file__).resolve().parents[1] / "hooks" / "agent-collector-hook.sh"
-NO_FLOCK = {"AGENT_COLLECTOR_HOOK_NO_FLOCK": "1"}
-SHELLS = [s for s in ("sh", "dash", "bash") if shutil.which(s)]
+POSIX = {"AGENT_COLLECTOR_HOOK_NO_BASH": "1"}
+NO_FLOCK = {**POSIX, "AGENT_COLLECTOR_HOOK_NO_FLOCK": "1"}
+MODES = {"bash": ("bash", {}), "sh": ("sh", {}), "posix": ("sh", POSIX)}
 
 
 def run_hook(
     spool: Path,
     *args: str,
     stdin: bytes | None = b"",
-    shell: str = "sh",
+    mode: str = "bash",
     env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
-    full_env = {**os.environ, **(env or {})}
+    shell, mode_env = MODES[mode]
     return subprocess.run(
         [shell, str(HOOK), *args[:2], str(spool), *args[2:]],
         input=stdin,
         capture_output=True,
-        env=full_env,
-        timeout=20,
+        env={**os.environ, **mode_env, **(env or {})},
+        timeout=30,
     )
 
 
@@ -40,75 +48,174 @@ def day_file(spool: Path, agent: str) -> Path:
     return spool / agent / f"{agent}-{day}.jsonl"
 
 
-def read_lines(path: Path) -> list[dict]:
+def decoded(path: Path) -> list[tuple[Any, str | None]]:
     raw = path.read_bytes()
     assert raw.endswith(b"\n")
-    return [json.loads(line) for line in raw.split(b"\n")[:-1]]
+    return [decode_spool_line(line) for line in raw.split(b"\n")[:-1]]
 
 
-@pytest.mark.parametrize("shell", SHELLS)
-def test_pretty_payload_becomes_one_envelope_line(tmp_path: Path, shell: str) -> None:
+def read_lines(path: Path) -> list[dict[str, Any]]:
+    """Every line an intact envelope with a valid payload."""
+    out = []
+    for data, counter in decoded(path):
+        assert counter is None and isinstance(data, dict)
+        out.append(data)
+    return out
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_pretty_payload_becomes_one_envelope_line(tmp_path: Path, mode: str) -> None:
     payload = {"session_id": "s1", "tool_input": {"command": "echo 'hi'\n"}, "n": [1, 2.5, None], "u": "é中"}
     before = time.time()
-    data = json.dumps(payload, indent=2).encode()
-    result = run_hook(tmp_path, "claude-code", "PreToolUse", stdin=data, shell=shell)
+    data = json.dumps(payload, indent=2).encode().replace(b"\n", b"\r\n")
+    result = run_hook(tmp_path, "claude-code", "PreToolUse", stdin=data, mode=mode)
     assert result.returncode == 0
     assert result.stdout == b"" and result.stderr == b""
     [line] = read_lines(day_file(tmp_path, "claude-code"))
     assert line["agent"] == "claude-code" and line["event"] == "PreToolUse"
     assert line["payload"] == payload
     assert before - 1 <= line["ts"] <= time.time() + 1
-    assert isinstance(line["ts"], float)  # GNU date gives the fraction
+    assert isinstance(line["ts"], float)  # $EPOCHREALTIME, or GNU date's %N: the fraction is there
 
 
-def test_empty_and_whitespace_stdin_give_null_payload(tmp_path: Path) -> None:
-    run_hook(tmp_path, "qwen-code", "Stop", stdin=b"")
-    run_hook(tmp_path, "qwen-code", "Stop", stdin=b" \n\t\r\n")
+@pytest.mark.parametrize("mode", MODES)
+def test_empty_and_whitespace_stdin_give_null_payload(tmp_path: Path, mode: str) -> None:
+    run_hook(tmp_path, "qwen-code", "Stop", stdin=b"", mode=mode)
+    run_hook(tmp_path, "qwen-code", "Stop", stdin=b" \n\t\r\n", mode=mode)
     lines = read_lines(day_file(tmp_path, "qwen-code"))
     assert [line["payload"] for line in lines] == [None, None]
 
 
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize(
     "raw",
     [
         b"not json at all", b'{"a": 1,}', b"{unquoted: 1}", b'{"a": "tab\there"}', b'{"a":1} trailing',
-        b'"\\q"',
+        b'"\\q"', b'1,"agent":"other","x":2', b'{"a":1},"payload":{"b":2}',
     ],
 )
-def test_invalid_json_is_kept_as_a_string_on_one_line(tmp_path: Path, raw: bytes) -> None:
-    result = run_hook(tmp_path, "gemini-cli", "AfterTool", stdin=raw + b"\nsecond line \\ \"q\"")
+def test_invalid_json_is_kept_as_a_string_on_one_line(tmp_path: Path, raw: bytes, mode: str) -> None:
+    result = run_hook(tmp_path, "gemini-cli", "AfterTool", stdin=raw + b"\nsecond line \\ \"q\"", mode=mode)
     assert result.returncode == 0 and result.stdout == b""
-    [line] = read_lines(day_file(tmp_path, "gemini-cli"))
+    [(line, counter)] = decoded(day_file(tmp_path, "gemini-cli"))
+    assert counter == PAYLOAD_INVALID
+    assert line["agent"] == "gemini-cli" and line["event"] == "AfterTool"  # a payload cannot rewrite these
     assert line["payload"] is None
-    expected = (raw + b" second line \\ \"q\"").decode()
-    assert line["payload_raw"] == expected
+    assert line["payload_raw"] == (raw + b" second line \\ \"q\"").decode()
 
 
-def test_codex_notify_payload_from_last_argv(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", MODES)
+def test_codex_notify_payload_from_last_argv(tmp_path: Path, mode: str) -> None:
     note = {"type": "agent-turn-complete", "thread-id": "t1", "input-messages": ["a\nb"], "cwd": "/w"}
-    result = run_hook(tmp_path, "codex", "notify", json.dumps(note, indent=1), stdin=b'{"ignored": true}')
-    assert result.returncode == 0 and result.stdout == b""
-    [line] = read_lines(day_file(tmp_path, "codex"))
-    assert line["event"] == "notify" and line["payload"] == note
+    big = {**note, "last-assistant-message": "x\n" * 5000}  # above 4096 bytes: the tr path
+    for body in (note, big):
+        result = run_hook(tmp_path, "codex", "notify", json.dumps(body, indent=1), stdin=b'{"ignored": true}',
+                          mode=mode)
+        assert result.returncode == 0 and result.stdout == b""
+    lines = read_lines(day_file(tmp_path, "codex"))
+    assert [line["event"] for line in lines] == ["notify", "notify"]
+    assert [line["payload"] for line in lines] == [note, big]
 
 
-def test_twenty_parallel_writers_with_200kb_payloads_never_interleave(tmp_path: Path) -> None:
-    _parallel_writers(tmp_path, env={})
+def _two_megabytes(kind: str) -> bytes:
+    if kind == "newlines":  # tool output pretty-printed: a line break every few bytes
+        return json.dumps({"stdout": ["ab"] * 250_000}, indent=1).encode()
+    if kind == "quotes":
+        return json.dumps({"text": '"' * 1_000_000}).encode()
+    if kind == "escapes":
+        return json.dumps({"text": "\\\n\t\u0001é" * 150_000}).encode()
+    return b'{"cut": "' + b"\\\"" * 1_000_000  # invalid: never closed
 
 
-def test_twenty_parallel_writers_with_mkdir_lock(tmp_path: Path) -> None:
-    _parallel_writers(tmp_path, env={"AGENT_COLLECTOR_HOOK_NO_FLOCK": "1"})
+@pytest.mark.parametrize("mode", ["bash", "posix"])
+@pytest.mark.parametrize("kind", ["newlines", "quotes", "escapes", "invalid"])
+def test_two_megabyte_payloads_of_any_kind_arrive_whole(tmp_path: Path, kind: str, mode: str) -> None:
+    body = _two_megabytes(kind)
+    assert len(body) >= 2_000_000
+    assert run_hook(tmp_path, "claude-code", "PostToolUse", stdin=body, mode=mode).returncode == 0
+    [(line, counter)] = decoded(day_file(tmp_path, "claude-code"))
+    if kind == "invalid":
+        assert counter == PAYLOAD_INVALID and line["payload_raw"] == body.decode()
+    else:
+        assert counter is None and line["payload"] == json.loads(body)
 
 
-def _parallel_writers(spool: Path, env: dict[str, str]) -> None:
+def _writer_body(i: int, size: int) -> bytes:
+    blob = f"{i:03d}" * (size // 3)
+    if i % 3 == 0:  # pretty: goes through tr; the others are compact like the agents' payloads
+        return json.dumps({"writer": i, "blob": blob, "nested": {"list": list(range(20))}}, indent=2).encode()
+    return json.dumps({"writer": i, "blob": blob}).encode()
+
+
+def test_300_writers_of_100kb_16_at_once_every_line_intact_without_a_lock(tmp_path: Path) -> None:
+    """Small (one builtin printf) and big (one dd write) lines from concurrent hooks, on O_APPEND
+    and no lock: no line may be torn or mixed with another."""
+    bodies = [_writer_body(i, 100_000 if i % 5 else 600) for i in range(300)]
+    running: list[subprocess.Popen[bytes]] = []
+    argv = ["bash", str(HOOK), "claude-code", "PostToolUse", str(tmp_path)]
+    for body in bodies:
+        if len(running) == 16:
+            assert running.pop(0).wait(timeout=60) == 0
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+        assert proc.stdin is not None
+        proc.stdin.write(body)
+        proc.stdin.close()
+        running.append(proc)
+    for proc in running:
+        assert proc.wait(timeout=60) == 0
+    lines = read_lines(day_file(tmp_path, "claude-code"))
+    assert len(lines) == 300
+    assert sorted(line["payload"]["writer"] for line in lines) == list(range(300))
+    for line in lines:
+        assert line["payload"] == json.loads(bodies[line["payload"]["writer"]])
+    assert sorted(p.name for p in (tmp_path / "claude-code").iterdir()) == [day_file(tmp_path, "claude-code").name]
+
+
+def _writes_to(log: str, target: str) -> list[int]:
+    """Sizes of the write(2) calls made on ``target``, from an ``strace -f`` log of openat/dup2/write."""
+    fds: set[tuple[str, str]] = set()
+    sizes = []
+    for entry in log.splitlines():
+        pid, _, call = entry.partition(" ")
+        call = call.strip()
+        result = call.rsplit("= ", 1)[-1]
+        if call.startswith("openat(") and f'"{target}"' in call:
+            assert "O_APPEND" in call
+            fds.add((pid, result))
+        elif call.startswith("dup2("):
+            old, new = call[5 : call.index(")")].split(", ")
+            (fds.add if (pid, old) in fds else fds.discard)((pid, new))
+        elif call.startswith("write(") and (pid, call[6 : call.index(",")]) in fds:
+            sizes.append(int(result))
+    return sizes
+
+
+@pytest.mark.skipif(not shutil.which("strace"), reason="needs strace")
+@pytest.mark.parametrize("size", [600, 4000, 4096, 4097, 100_000, 2_500_000])
+def test_a_line_of_any_size_is_one_write_on_o_append(tmp_path: Path, size: int) -> None:
+    body = json.dumps({"pad": "x" * size})[: size - 2].encode() + b'"}'
+    log = tmp_path / "strace.log"
+    spool = tmp_path / "spool"
+    (spool / "claude-code").mkdir(parents=True)
+    subprocess.run(["strace", "-f", "-qq", "-e", "trace=openat,dup2,write", "-o", str(log),
+                    "bash", str(HOOK), "claude-code", "PostToolUse", str(spool)], input=body, check=True, timeout=60)
+    target = day_file(spool, "claude-code")
+    written = target.read_bytes()
+    assert _writes_to(log.read_text(), str(target)) == [len(written)]
+    assert [line["payload"] for line in read_lines(target)] == [json.loads(body)]
+
+
+@pytest.mark.parametrize("env", [POSIX, NO_FLOCK], ids=["flock", "mkdir-lock"])
+def test_posix_fallback_twenty_parallel_writers_with_200kb_payloads_never_interleave(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
     writers = 20
     procs = []
     for i in range(writers):
         body = {"writer": i, "blob": f"{i:02d}" * 100_000, "nested": {"list": list(range(50))}}
         data = json.dumps(body, indent=2).encode()
-        assert len(data) > 200_000
         proc = subprocess.Popen(
-            ["sh", str(HOOK), "claude-code", "PostToolUse", str(spool)],
+            ["sh", str(HOOK), "claude-code", "PostToolUse", str(tmp_path)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env={**os.environ, **env},
@@ -121,96 +228,148 @@ def _parallel_writers(spool: Path, env: dict[str, str]) -> None:
     for proc, _ in procs:
         assert proc.wait(timeout=30) == 0
         assert proc.stdout is not None and proc.stdout.read() == b""
-    lines = read_lines(day_file(spool, "claude-code"))
-    assert len(lines) == writers
+    lines = read_lines(day_file(tmp_path, "claude-code"))
     assert sorted(line["payload"]["writer"] for line in lines) == list(range(writers))
     for line in lines:
         i = line["payload"]["writer"]
         assert line["payload"]["blob"] == f"{i:02d}" * 100_000
-    assert not (spool / "claude-code" / "pending").exists()
-    assert not list((spool / "claude-code").glob(".hook.*"))  # temp files cleaned up
+    assert not (tmp_path / "claude-code" / "pending").exists()
 
 
-def test_unwritable_spool_exits_zero_without_output(tmp_path: Path) -> None:
+def _group_gone(pgid: int, wait_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("first", [b"", b'{"a": "', b'{"a": "' + b"x" * 9000], ids=["nothing", "small", "big"])
+def test_input_that_never_ends_is_dropped_at_the_cap_and_counted(tmp_path: Path, mode: str, first: bytes) -> None:
+    shell, mode_env = MODES[mode]
+    env = {**os.environ, **mode_env, "AGENT_COLLECTOR_HOOK_TIMEOUT": "0.3"}
+    proc = subprocess.Popen([shell, str(HOOK), "claude-code", "Stop", str(tmp_path)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
+    assert proc.stdin is not None
+    proc.stdin.write(first)
+    proc.stdin.flush()  # and keep it open: the agent never closes its end
+    try:
+        assert proc.wait(timeout=20) == 0
+        assert _group_gone(proc.pid)  # nothing of it left running (watchdog, timeout, tr)
+    finally:
+        proc.stdin.close()
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.read() == b"" and proc.stderr.read() == b""
+    [(data, counter)] = decoded(day_file(tmp_path, "claude-code"))
+    assert data is None and counter == DROPPED
+    assert json.loads(day_file(tmp_path, "claude-code").read_bytes())["dropped"] == "timeout"
+
+
+def test_killed_by_the_agent_it_records_the_drop(tmp_path: Path) -> None:
+    proc = subprocess.Popen(["bash", str(HOOK), "claude-code", "Stop", str(tmp_path)], stdin=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        while not (tmp_path / "claude-code").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)  # it has started (made its directory) and waits for input
+        time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+        assert _group_gone(proc.pid)
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+    lines = day_file(tmp_path, "claude-code").read_bytes().splitlines()
+    assert [json.loads(line)["dropped"] for line in lines] == ["signal"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_unwritable_spool_exits_zero_without_output(tmp_path: Path, mode: str) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
-    result = run_hook(blocker / "spool", "claude-code", "Stop", stdin=b"{}")  # parent is a file
+    result = run_hook(blocker / "spool", "claude-code", "Stop", stdin=b"{}", mode=mode)  # parent is a file
     assert result.returncode == 0 and result.stdout == b"" and result.stderr == b""
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root to drop to nobody")
-def test_read_only_spool_dir_as_another_user(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", MODES)
+def test_read_only_spool_dir_as_another_user(tmp_path: Path, mode: str) -> None:
     spool = tmp_path / "spool"
     (spool / "claude-code").mkdir(parents=True)
     os.chmod(tmp_path, 0o755)
     os.chmod(spool, 0o555)
     os.chmod(spool / "claude-code", 0o555)
+    shell, env = MODES[mode]
     result = subprocess.run(
         ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-         "sh", str(HOOK), "claude-code", "Stop", str(spool)],
-        input=b'{"a": 1}', capture_output=True, timeout=20,
+         shell, str(HOOK), "claude-code", "Stop", str(spool)],
+        input=b'{"a": 1}', capture_output=True, timeout=20, env={**os.environ, **env},
     )
     assert result.returncode == 0 and result.stdout == b"" and result.stderr == b""
     assert list((spool / "claude-code").iterdir()) == []
 
 
-def test_bad_arguments_exit_zero_and_write_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", MODES)
+def test_bad_arguments_exit_zero_and_write_nothing(tmp_path: Path, mode: str) -> None:
+    shell, env = MODES[mode]
     for args in (["claude-code"], ["../escape", "Stop"], ["", "Stop"], [".hidden", "Stop"]):
-        result = subprocess.run(["sh", str(HOOK), *args, str(tmp_path)], input=b"{}", capture_output=True)
+        result = subprocess.run([shell, str(HOOK), *args, str(tmp_path)], input=b"{}", capture_output=True,
+                                env={**os.environ, **env})
         assert result.returncode == 0 and result.stdout == b""
     assert list(tmp_path.iterdir()) == []
-    run_hook(tmp_path, "claude-code", "Bad Event", stdin=b"{}")
+    run_hook(tmp_path, "claude-code", "Bad Event", stdin=b"{}", mode=mode)
     [line] = read_lines(day_file(tmp_path, "claude-code"))
     assert line["event"] == "invalid-event-name"
 
 
-def test_lock_timeout_writes_pending_file_then_next_hook_drains_it(tmp_path: Path) -> None:
+def test_posix_lock_timeout_writes_pending_file_then_next_hook_drains_it(tmp_path: Path) -> None:
     agent_dir = tmp_path / "claude-code"
     agent_dir.mkdir()
     with open(agent_dir / ".lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        start = time.monotonic()
-        result = run_hook(tmp_path, "claude-code", "Stop", stdin=b'{"first": true}')
-        waited = time.monotonic() - start
-        assert result.returncode == 0
-        assert 1.5 < waited < 10  # bounded wait (~2 s), then gave up on the lock
+        result = run_hook(tmp_path, "claude-code", "Stop", stdin=b'{"first": true}', mode="posix")
+        assert result.returncode == 0  # gave up on the lock (after its bounded wait)
         fcntl.flock(lock, fcntl.LOCK_UN)
     pending = list((agent_dir / "pending").glob("*.json"))
     assert len(pending) == 1
     assert json.loads(pending[0].read_bytes())["payload"] == {"first": True}
-    run_hook(tmp_path, "claude-code", "Stop", stdin=b'{"second": true}')
+    run_hook(tmp_path, "claude-code", "Stop", stdin=b'{"second": true}', mode="posix")
     lines = read_lines(day_file(tmp_path, "claude-code"))
     assert [line["payload"] for line in lines] == [{"first": True}, {"second": True}]
     assert list((agent_dir / "pending").glob("*.json")) == []
 
 
-def test_stale_mkdir_lock_of_a_dead_process_is_broken(tmp_path: Path) -> None:
+def test_posix_stale_mkdir_lock_of_a_dead_process_is_broken(tmp_path: Path) -> None:
     dead = subprocess.Popen(["true"])
     dead.wait()
     lockd = tmp_path / "opencode" / ".lock.d"
     lockd.mkdir(parents=True)
     (lockd / "pid").write_text(f"{dead.pid}\n")
-    start = time.monotonic()
-    result = run_hook(tmp_path, "opencode", "session.idle", stdin=b"{}", env=NO_FLOCK)
+    result = run_hook(tmp_path, "opencode", "session.idle", stdin=b"{}", env=NO_FLOCK, mode="posix")
     assert result.returncode == 0
-    assert time.monotonic() - start < 1.9  # broken well before the 2 s give-up
     assert [line["payload"] for line in read_lines(day_file(tmp_path, "opencode"))] == [{}]
     assert not lockd.exists()
 
 
-def test_mkdir_lock_without_pid_file_is_broken_after_two_rounds(tmp_path: Path) -> None:
+def test_posix_mkdir_lock_without_pid_file_is_broken_after_two_rounds(tmp_path: Path) -> None:
     lockd = tmp_path / "opencode" / ".lock.d"
     lockd.mkdir(parents=True)  # a holder killed between mkdir and writing its pid
-    result = run_hook(tmp_path, "opencode", "session.idle", stdin=b"{}", env=NO_FLOCK)
+    result = run_hook(tmp_path, "opencode", "session.idle", stdin=b"{}", env=NO_FLOCK, mode="posix")
     assert result.returncode == 0
     assert len(read_lines(day_file(tmp_path, "opencode"))) == 1
 
 
-def test_live_mkdir_lock_holder_is_respected(tmp_path: Path) -> None:
+def test_posix_live_mkdir_lock_holder_is_respected(tmp_path: Path) -> None:
     lockd = tmp_path / "opencode" / ".lock.d"
     lockd.mkdir(parents=True)
     (lockd / "pid").write_text(f"{os.getpid()}\n")  # alive: this test process
-    result = run_hook(tmp_path, "opencode", "session.idle", stdin=b"{}", env=NO_FLOCK)
+    result = run_hook(tmp_path, "opencode", "session.idle", stdin=b"{}", env=NO_FLOCK, mode="posix")
     assert result.returncode == 0
     assert lockd.exists()
     assert not day_file(tmp_path, "opencode").exists()
@@ -218,8 +377,6 @@ def test_live_mkdir_lock_holder_is_respected(tmp_path: Path) -> None:
 
 
 def _fuzz_cases(count: int) -> list[str]:
-    import random
-
     rng = random.Random(7)
 
     def value(depth: int = 0) -> object:
@@ -230,7 +387,7 @@ def _fuzz_cases(count: int) -> list[str]:
             return [value(depth + 1) for _ in range(rng.randint(0, 3))]
         return {rng.choice(["a", 'b"', "c\\", "ü", ""]): value(depth + 1) for _ in range(rng.randint(0, 3))}
 
-    alphabet = list('{}[],:"\\ ntrufalse0123456789.-+eE\t') + ["\\u00", '\\"']
+    alphabet = list('{}[],:"\\ ntrufalse0123456789.-+eE\t') + ["\\u00", '\\"', '"}', ',"payload":']
     cases = []
     for _ in range(count):
         text = list(json.dumps(value(), ensure_ascii=rng.random() < 0.5))
@@ -259,15 +416,19 @@ def _strict_json(text: str) -> bool:
     return True
 
 
-def test_json_check_agrees_with_python_on_fuzzed_payloads(tmp_path: Path) -> None:
+def test_fuzzed_payloads_are_kept_exactly_valid_or_not(tmp_path: Path) -> None:
     cases = _fuzz_cases(80)
     for case in cases:
         run_hook(tmp_path, "fuzz", "E", stdin=case.encode())
-    lines = read_lines(day_file(tmp_path, "fuzz"))  # every line, valid input or not, is valid JSON
+    lines = decoded(day_file(tmp_path, "fuzz"))  # one line per call, whatever came in
     assert len(lines) == len(cases)
-    for case, line in zip(cases, lines, strict=True):
+    for case, (line, counter) in zip(cases, lines, strict=True):
+        assert line["agent"] == "fuzz" and line["event"] == "E", case
         text = case.replace("\n", " ").strip()
-        if text and _strict_json(text):
-            assert line["payload"] == json.loads(text), case
+        if not text:
+            assert line["payload"] is None and counter is None, case
+        elif _strict_json(text):
+            assert line["payload"] == json.loads(text) and counter is None, case
         else:
-            assert line["payload"] is None and ("payload_raw" in line) == bool(text), case
+            assert line["payload"] is None and counter == PAYLOAD_INVALID, case
+            assert line["payload_raw"].strip() == text, case

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from deploy_support import agent_snapshot, choose_settings_variant, make_home, snapshot
 
+from collector.deploy.hookcmd import hook_shell
 from collector.deploy.units import render_launchd, render_systemd
 from collector.paths import Paths
 
@@ -115,7 +116,7 @@ def test_install_upgrade_uninstall_in_a_throwaway_home(sandbox: tuple[Path, dict
     settings = json.loads((home / ".claude" / "settings.json").read_text())
     commands = [h["command"] for g in settings["hooks"]["Stop"] for h in g["hooks"]]
     ours = [c for c in commands if "agent-collector" in c]
-    assert ours == [f"sh {share_hook} claude-code Stop {data / 'spool'}"]
+    assert ours == [f"{hook_shell()} {share_hook} claude-code Stop {data / 'spool'}"]
     assert "agent-collector autostart" in (home / ".profile").read_text()
     link = home / ".local" / "bin" / "agent-collector"
     assert link.is_symlink() and link.resolve() == bin_.resolve()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -17,15 +18,21 @@ def default_hook_script() -> Path:
     return project_root() / "hooks" / HOOK_SCRIPT_NAME
 
 
+def hook_shell() -> str:
+    """``bash`` where there is one: the script runs there without starting any program (its clock is
+    $EPOCHREALTIME); started by ``sh`` it would re-execute itself with bash, one more process start."""
+    return "bash" if shutil.which("bash") else "sh"
+
+
 def hook_argv(paths: Paths, agent: str, event: str, hook_script: Path | None = None) -> list[str]:
     script = Path(hook_script or default_hook_script())
     if script.name != HOOK_SCRIPT_NAME:
         raise ValueError(f"the hook script must be named {HOOK_SCRIPT_NAME}, not {script.name}")
-    return ["sh", str(script.absolute()), agent, event, str(paths.spool_dir.absolute())]
+    return [hook_shell(), str(script.absolute()), agent, event, str(paths.spool_dir.absolute())]
 
 
 def hook_command(paths: Paths, agent: str, event: str, hook_script: Path | None = None) -> str:
-    """``sh '<script>' <agent> <event> '<spool>'``, every part quoted for a POSIX shell."""
+    """``bash '<script>' <agent> <event> '<spool>'`` (``sh`` without bash), quoted for a POSIX shell."""
     return " ".join(shlex.quote(part) for part in hook_argv(paths, agent, event, hook_script))
 
 

@@ -19,6 +19,7 @@ from collector.sources import json_documents, sqlite_rows
 from collector.sources.base import Source
 from collector.sources.context import BuildContext, SourceBuilder
 from collector.sources.jsonl_files import JsonlFiles
+from collector.sources.spool_lines import decode_spool_line
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +28,8 @@ __all__ = ["BuildContext", "build_sources", "source_kinds"]
 
 def _spool(spec: dict[str, Any], defn: AgentDefinition, ctx: BuildContext) -> Source:
     pattern = str(ctx.paths.spool_dir / defn.id / "*.jsonl")
-    return JsonlFiles(f"{defn.id}:{spec['name']}", defn.id, "hook", [pattern], ctx.positions, ctx.max_line)
+    name = f"{defn.id}:{spec['name']}"
+    return JsonlFiles(name, defn.id, "hook", [pattern], ctx.positions, ctx.max_line, decode=decode_spool_line)
 
 
 def _jsonl(spec: dict[str, Any], defn: AgentDefinition, ctx: BuildContext) -> Source:

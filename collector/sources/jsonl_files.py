@@ -34,6 +34,14 @@ DEFAULT_MAX_LINE = 16 * 1024 * 1024
 READ_BUDGET = 8 * 1024 * 1024  # bytes per file per read() before yielding to other files
 
 AgentOf = Callable[[str, dict[str, Any]], str]
+# A line's bytes -> (its data, or None to skip it; the name of a counter to bump, or None). Raises
+# ValueError (orjson's error is one) for a malformed line.
+Decoded = tuple[Any, str | None]
+LineDecoder = Callable[[bytes], Decoded]
+
+
+def decode_json_line(line: bytes) -> Decoded:
+    return orjson.loads(line), None
 
 
 class JsonlFiles:
@@ -48,6 +56,7 @@ class JsonlFiles:
         positions: dict[str, dict[str, Any]],
         max_line: int = DEFAULT_MAX_LINE,
         agent_of: AgentOf | None = None,
+        decode: LineDecoder = decode_json_line,
     ) -> None:
         self.name = name
         self.agent = agent
@@ -57,6 +66,7 @@ class JsonlFiles:
         self.stats = SourceStats()
         self.max_line = max_line
         self._agent_of = agent_of
+        self._decode = decode
         self._rotated: list[tuple[str, dict[str, Any]]] = []
         self._lag: dict[str, int] = {}  # path -> bytes written but not yet read (a partial last line)
         self.stats.extra["lag_bytes"] = 0
@@ -215,10 +225,15 @@ class JsonlFiles:
         if not line.strip():
             return None
         try:
-            data = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
+            data, counter = self._decode(line)
+        except ValueError as exc:
             self.stats.malformed += 1
             log.warning("%s@%d: malformed line skipped: %s", path, start, exc)
+            return None
+        if counter is not None:
+            self.stats.extra[counter] = self.stats.extra.get(counter, 0) + 1
+            log.warning("%s@%d: %s", path, start, counter)
+        if data is None:
             return None
         if not isinstance(data, dict):
             self.stats.malformed += 1

@@ -1,0 +1,76 @@
+"""Decode one spool line: the hook envelope ``{"ts","agent","event","payload"}``.
+
+The hook script does not check the payload it appends (that check was the slow part of it): it writes
+``{"ts":<n>,"agent":"<id>","event":"<name>","payload":`` + the input as it came + ``}``. So the line is
+cut at that fixed prefix and only the payload is parsed. A payload that is not valid JSON is kept as
+text (``payload`` null, ``payload_raw`` the text) and counted; it never costs the lines around it, and
+a payload that happens to close the envelope early (``1,"agent":"x"``) cannot change its fields.
+Lines in another layout (the daemon's own writer, the OpenCode plugin) are parsed whole, as before.
+A line ``{..., "dropped": "<reason>"}`` is the hook saying it gave up on an event: counted, not a record.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import orjson
+
+from collector.sources.jsonl_files import Decoded
+
+PAYLOAD_INVALID = "hook_payload_invalid"
+DROPPED = "hook_dropped"
+
+_PREFIX = re.compile(
+    rb'\{"ts":(-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?),'
+    rb'"agent":"([A-Za-z0-9._:-]+)",'
+    rb'"event":(?:"([A-Za-z0-9._:-]*)"|null),'
+    rb'"payload":'
+)
+_LEGACY_KEYS = {"ts", "agent", "event", "payload", "payload_raw"}  # the hook before it stopped checking
+
+
+def decode_spool_line(line: bytes) -> Decoded:
+    """``(envelope or None, counter to bump or None)``; raises ValueError for a line that is not ours."""
+    end = len(line.rstrip())
+    match = _PREFIX.match(line)
+    if match is None or line[end - 1 : end] != b"}":
+        return _whole(line)
+    envelope: dict[str, Any] = {
+        "ts": orjson.loads(match[1]),
+        "agent": match[2].decode(),
+        "event": None if match[3] is None else match[3].decode(),
+    }
+    body = line[match.end() : end - 1].strip()
+    if not body:
+        envelope["payload"] = None
+        return envelope, None
+    try:
+        envelope["payload"] = orjson.loads(body)
+        return envelope, None
+    except orjson.JSONDecodeError:
+        pass
+    legacy = _legacy(line)
+    if legacy is not None:
+        return legacy, PAYLOAD_INVALID
+    envelope["payload"] = None
+    envelope["payload_raw"] = body.decode("utf-8", "replace")
+    return envelope, PAYLOAD_INVALID
+
+
+def _whole(line: bytes) -> Decoded:
+    data = orjson.loads(line)
+    if isinstance(data, dict) and "dropped" in data and "payload" not in data:
+        return None, DROPPED
+    return data, None
+
+
+def _legacy(line: bytes) -> dict[str, Any] | None:
+    """``"payload":null,"payload_raw":"..."``, as the hook wrote invalid input until it stopped checking."""
+    try:
+        data = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    if isinstance(data, dict) and set(data) == _LEGACY_KEYS and data["payload"] is None:
+        return data
+    return None
