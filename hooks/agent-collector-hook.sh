@@ -173,36 +173,33 @@ watchdog() {  # a forked bash (no program): ALRM at the cap; ends as soon as thi
   exec {watch}> >(read -r -t "$cap" _; (($? > 128)) && kill -ALRM $$)
 }
 
-read_rest() {  # after the first 4096 bytes: `tr` does the CR/LF in one linear pass, under timeout(1)
-  local rc
+capped() {  # a program under timeout(1) at the cap, where there is a timeout(1)
   if command -v timeout >/dev/null; then
-    rest=$(timeout -k 1 "$cap" tr '\r\n' '  ' {watch}>&-)
-    rc=$?
-    ((rc == 124 || rc == 137)) && drop timeout
+    timeout -k 1 "$cap" "$@"
   else
-    rest=$(tr '\r\n' '  ' {watch}>&-)
+    "$@"
   fi
-  payload+=$rest
 }
 
-read_payload() {  # sets payload: the first 4096 bytes by the read builtin, the rest by read_rest
+read_first() {  # the payload, or its first 4096 bytes (then it returns 0: the rest is still on stdin)
   local rc=1
+  payload=
   if [[ -n ${4+set} ]]; then
     payload=$4
-    if ((${#payload} >= 4096)); then
-      payload=$(printf '%s' "$payload" | tr '\r\n' '  ' {watch}>&-)
-      rc=1
-    fi
+    ((${#payload} >= 4096)) && payload=$(printf '%s' "$payload" | tr '\r\n' '  ' {watch}>&-)
   elif [[ ! -t 0 ]]; then
     IFS= read -r -N 4096 payload
     rc=$?
   fi
   [[ $payload == *[$'\r\n']* ]] && payload=${payload//[$'\r\n']/ }  # at most 4096 bytes here
-  ((rc == 0)) && read_rest
+  ((rc == 0)) && return 0
   [[ $payload == *[![:space:]]* ]] || payload=null
+  return 1
 }
 
-write_line() {  # one write(2) of the whole line, on O_APPEND
+write_line() {  # a payload read whole: one write(2) of the line, on O_APPEND
+  local line="$head,\"payload\":$payload}"$'\n'
+  trap 'exit 0' ALRM TERM INT HUP  # from here on the line is written whole, then it exits
   if ((${#line} <= 4096)); then
     printf '%s' "$line" >>"$target"  # glibc's stdout buffer is 4096 bytes here: one write
   else
@@ -211,9 +208,27 @@ write_line() {  # one write(2) of the whole line, on O_APPEND
   fi
 }
 
+write_stream() {  # a big payload never enters bash: the rest of stdin goes through tr into ONE dd write
+  local out writer
+  trap 'exit 0' ALRM TERM INT HUP  # the subshell below completes the line or drops it, whatever we get
+  exec {out}> >(exec dd of="$target" oflag=append conv=notrunc bs=64M iflag=fullblock status=none {watch}>&-)
+  writer=$!  # dd writes once, at the end of its input: only after "}\n", or never (killed)
+  (
+    printf '%s' "$head,\"payload\":$payload"
+    if capped tr '\r\n' '  '; then
+      printf '}\n'
+    else
+      kill -KILL "$writer"
+      printf '%s' "$head,\"dropped\":\"timeout\"}"$'\n' >>"$target"
+    fi
+  ) >&"$out" {watch}>&-
+  exec {out}>&-
+  wait "$writer"
+}
+
 bash_main() {
   (($# >= 3)) || return 0
-  local agent=$1 event=$2 spool=$3 ts day dir payload rest line
+  local agent=$1 event=$2 spool=$3 ts day dir payload
   safe_name "$agent" || return 0
   safe_name "$event" || event=invalid-event-name
   [[ -n $spool ]] || return 0
@@ -231,10 +246,11 @@ bash_main() {
   trap 'drop timeout' ALRM
   trap 'drop signal' TERM INT HUP
   watchdog
-  read_payload "$@"
-  line="$head,\"payload\":$payload}"$'\n'
-  trap 'exit 0' ALRM TERM INT HUP  # from here on the line is written whole, then it exits
-  write_line
+  if read_first "$@"; then
+    write_stream
+  else
+    write_line
+  fi
 }
 
 bash_main "$@"

@@ -432,3 +432,24 @@ def test_fuzzed_payloads_are_kept_exactly_valid_or_not(tmp_path: Path) -> None:
         else:
             assert line["payload"] is None and counter == PAYLOAD_INVALID, case
             assert line["payload_raw"].strip() == text, case
+
+
+def test_the_daemon_counts_what_the_hook_dropped_or_could_not_parse_and_keeps_the_rest(tmp_path: Path) -> None:
+    from support import FIXTURES, collect, prepare_fixture
+
+    case = FIXTURES / "claude-code" / "tool_then_answer"
+    alone = {e["event.id"] for e in collect(prepare_fixture(case, tmp_path / "alone"))}
+    paths = prepare_fixture(case, tmp_path / "odd")
+    spool = paths.spool_dir
+    assert run_hook(spool, "claude-code", "PostToolUse", stdin=b'{"session_id": "s9", broken').returncode == 0
+    slow = subprocess.Popen(["bash", str(HOOK), "claude-code", "Stop", str(spool)], stdin=subprocess.PIPE,
+                            env={**os.environ, "AGENT_COLLECTOR_HOOK_TIMEOUT": "0.2"})
+    try:
+        assert slow.wait(timeout=20) == 0  # stdin still open: dropped at the cap
+    finally:
+        assert slow.stdin is not None
+        slow.stdin.close()
+    output = collect(paths)
+    assert alone and alone <= {e["event.id"] for e in output}  # every record of the fixture, next to the odd lines
+    status = json.loads((paths.state_dir / "status.json").read_text())["sources"]["claude-code:hooks"]
+    assert status[DROPPED] == 1 and status[PAYLOAD_INVALID] == 1

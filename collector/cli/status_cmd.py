@@ -13,6 +13,7 @@ import orjson  # noqa: F401 - read_status
 from collector.cli.common import add_home, add_json, fail, paths_from, print_json, print_table
 from collector.config import ConfigError, load_for
 from collector.paths import Paths
+from collector.sources.spool_lines import DROPPED, PAYLOAD_INVALID
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -126,6 +127,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         print_table(("SOURCE", "RECORDS", "FILES", "LAG BYTES", "MALFORMED", "OVERSIZED", "ERRORS"),
                     [(n, s.get("records"), s.get("files"), s.get("lag_bytes", "-"), s.get("malformed"),
                       s.get("oversized"), s.get("errors")) for n, s in sorted(sources.items())])
+        for n, s in sorted(sources.items()):  # what the hook gave up on, or could not make JSON of
+            odd = [f"{k}={s[k]}" for k in (DROPPED, PAYLOAD_INVALID) if s.get(k)]
+            if odd:
+                print(f"{n}: {', '.join(odd)}")
     exporters = status.get("exporters", {})
     if exporters:
         print()
