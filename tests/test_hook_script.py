@@ -171,37 +171,43 @@ def test_300_writers_of_100kb_16_at_once_every_line_intact_without_a_lock(tmp_pa
     assert sorted(p.name for p in (tmp_path / "claude-code").iterdir()) == [day_file(tmp_path, "claude-code").name]
 
 
-def _writes_to(log: str, target: str) -> list[int]:
-    """Sizes of the write(2) calls made on ``target``, from an ``strace -f`` log of openat/dup2/write."""
-    fds: set[tuple[str, str]] = set()
+def _writes_to(logs: list[Path], target: str) -> list[int]:
+    """Sizes of the write(2) calls made on ``target``, from ``strace -ff`` logs (one file per process,
+    so no call is split in two) of openat/dup2/write."""
     sizes = []
-    for entry in log.splitlines():
-        pid, _, call = entry.partition(" ")
-        call = call.strip()
-        result = call.rsplit("= ", 1)[-1]
-        if call.startswith("openat(") and f'"{target}"' in call:
-            assert "O_APPEND" in call
-            fds.add((pid, result))
-        elif call.startswith("dup2("):
-            old, new = call[5 : call.index(")")].split(", ")
-            (fds.add if (pid, old) in fds else fds.discard)((pid, new))
-        elif call.startswith("write(") and (pid, call[6 : call.index(",")]) in fds:
-            sizes.append(int(result))
+    for log in logs:
+        fds: set[str] = set()
+        for call in log.read_text().splitlines():
+            result = call.rsplit("= ", 1)[-1]
+            if call.startswith("openat(") and f'"{target}"' in call:
+                assert "O_APPEND" in call
+                fds.add(result)
+            elif call.startswith("dup2("):
+                old, new = call[5 : call.index(")")].split(", ")
+                (fds.add if old in fds else fds.discard)(new)
+            elif call.startswith("write(") and call[6 : call.index(",")] in fds:
+                sizes.append(int(result))
     return sizes
 
 
 @pytest.mark.skipif(not shutil.which("strace"), reason="needs strace")
-@pytest.mark.parametrize("size", [600, 4000, 4096, 4097, 100_000, 2_500_000])
-def test_a_line_of_any_size_is_one_write_on_o_append(tmp_path: Path, size: int) -> None:
+@pytest.mark.parametrize(
+    ("size", "via"),
+    [(600, "stdin"), (4000, "stdin"), (4050, "stdin"), (4096, "stdin"), (4097, "stdin"), (100_000, "stdin"),
+     (2_500_000, "stdin"), (600, "argv"), (4050, "argv"), (100_000, "argv")],
+)
+def test_a_line_of_any_size_is_one_write_on_o_append(tmp_path: Path, size: int, via: str) -> None:
     body = json.dumps({"pad": "x" * size})[: size - 2].encode() + b'"}'
-    log = tmp_path / "strace.log"
+    log = tmp_path / "strace"
     spool = tmp_path / "spool"
     (spool / "claude-code").mkdir(parents=True)
-    subprocess.run(["strace", "-f", "-qq", "-e", "trace=openat,dup2,write", "-o", str(log),
-                    "bash", str(HOOK), "claude-code", "PostToolUse", str(spool)], input=body, check=True, timeout=60)
+    argv = [body.decode()] if via == "argv" else []
+    subprocess.run(["strace", "-ff", "-qq", "-e", "trace=openat,dup2,write", "-o", str(log),
+                    "bash", str(HOOK), "claude-code", "PostToolUse", str(spool), *argv],
+                   input=b"" if argv else body, check=True, timeout=60)
     target = day_file(spool, "claude-code")
     written = target.read_bytes()
-    assert _writes_to(log.read_text(), str(target)) == [len(written)]
+    assert _writes_to(sorted(tmp_path.glob("strace.*")), str(target)) == [len(written)]
     assert [line["payload"] for line in read_lines(target)] == [json.loads(body)]
 
 

@@ -5,7 +5,7 @@ The hook script does not check the payload it appends (that check was the slow p
 cut at that fixed prefix and only the payload is parsed. A payload that is not valid JSON is kept as
 text (``payload`` null, ``payload_raw`` the text) and counted; it never costs the lines around it, and
 a payload that happens to close the envelope early (``1,"agent":"x"``) cannot change its fields.
-Lines in another layout (the daemon's own writer, the OpenCode plugin) are parsed whole, as before.
+Lines in another layout (the daemon's own writer, an agent plugin that writes the spool) are parsed whole.
 A line ``{..., "dropped": "<reason>"}`` is the hook saying it gave up on an event: counted, not a record.
 """
 
