@@ -1,9 +1,14 @@
 """The Service owns start-up, the collection loop and shutdown. The CLI only calls it.
 
 One cycle reads every source to its current end in batches; each batch goes through the pipeline to
-every exporter, and only then are its positions (with the dedupe ids and exporter marks) committed.
-``collect_once`` runs one cycle; ``serve`` repeats it whenever a watched file changes (watchfiles) or
-the poll interval passes, until SIGTERM/SIGINT, then flushes and stops.
+every exporter, and only then are its positions (with the dedupe ids and exporter marks) committed
+(``collector.delivery``). ``collect_once`` runs one cycle. ``serve`` runs the cycles in one worker thread
+(the *delivery* thread, with its own private event loop for the sources' async iterators) and keeps the
+asyncio loop of the daemon for I/O only: signals, file events (watchfiles), the ingest server, timers.
+File events and the poll interval wake the worker. A batch an exporter refuses (a full disk) is held,
+uncommitted, and offered again about once a second; nothing sleeps on the loop. SIGTERM/SIGINT stop the
+worker at the next batch boundary and shut the exporters down within a bounded time; a second signal
+exits at once.
 """
 
 from __future__ import annotations
@@ -16,11 +21,12 @@ import logging
 import os
 import signal
 import socket
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -28,9 +34,9 @@ from collector import __version__
 from collector.agents.registry import load_parser
 from collector.config import Config, ConfigError, agent_setting, load_for
 from collector.definitions import AgentDefinition
+from collector.delivery import Delivery
 from collector.deploy.choices import disabled_agents
-from collector.exporters.base import Exporter, ExportError
-from collector.exporters.jsonl import JsonlExporter
+from collector.exporters.base import Exporter, shutdown_all
 from collector.exporters.registry import ExporterContext, build_exporters
 from collector.handoff import RequestDesk
 from collector.model import RawRecord
@@ -52,7 +58,11 @@ from collector.util.private import open_private, private_dir
 
 log = logging.getLogger("collector")
 
+T = TypeVar("T")
 Progress = Callable[[str, int], None]  # (source name, records so far)
+RETRY_HELD_S = 1.0  # how often a batch an exporter refused is offered again
+WORKER_JOIN_S = 1.5  # how long a stop waits for the worker to reach a batch boundary
+EXPORTERS_SHUTDOWN_S = 2.5  # budget for every exporter's shutdown together (queues drain meanwhile)
 
 
 class AlreadyRunning(Exception):
@@ -65,6 +75,7 @@ class CycleResult:
     entries: int = 0
     batches: int = 0
     by_agent: dict[str, int] = field(default_factory=dict)
+    blocked: str | None = None  # why the last batch is held (an exporter refused it), else None
 
 
 class Service:
@@ -79,12 +90,15 @@ class Service:
         self.events_today: dict[str, int] = {}  # entries written today (UTC day of writing), per agent
         self._today = time.strftime("%Y-%m-%d", time.gmtime())
         self.last_event: dict[str, int] = {}
-        self._stop = asyncio.Event()
-        self._wake = asyncio.Event()
+        self._stop = threading.Event()  # set from the loop (signals), read by the worker
+        self._wake = threading.Event()  # file events and the poll timer wake the worker
+        self._stopped: Callable[[], None] = lambda: None  # tells the loop the daemon is stopping
+        self.state_lock = threading.RLock()  # held by the worker while it changes pipeline state
+        self.delivery: Delivery | None = None
+        self._watch_dirs: list[str] = []  # published by the worker, read by the file-event task
         self._lock_fd: int | None = None
         self._store: CheckpointStore | None = None
         self._pipeline: Pipeline | None = None
-        self._jsonl: JsonlExporter | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self.spool_writer = SpoolWriter(paths.spool_dir)
         self.status: SessionStatusTracker | None = None  # built at startup from the definitions' status rules
@@ -107,15 +121,13 @@ class Service:
         self._build_pipeline()
         self._build_sources()
         self._build_exporters()
+        self.delivery = Delivery(self.exporters, self._store)
+        self._watch_dirs = self._current_watch_dirs()
         log.info("agent-collector %s: %d agents, %d sources, exporters: %s", __version__, len(self.definitions),
                  len(self.sources), ", ".join(e.name for e in self.exporters))
 
     def shutdown(self) -> None:
-        for exporter in self.exporters:
-            try:
-                exporter.shutdown()
-            except Exception as exc:  # noqa: BLE001 - shutdown must reach every exporter
-                log.warning("exporter %s did not shut down cleanly: %r", exporter.name, exc)
+        shutdown_all(self.exporters, EXPORTERS_SHUTDOWN_S)
         self.spool_writer.close()
         self._write_status()
         if self._store:
@@ -186,28 +198,38 @@ class Service:
         assert self._store is not None
         ctx = ExporterContext(self.config, self.paths, self.output_dir, self._store.get, os.environ)
         self.exporters = build_exporters(ctx)
-        self._jsonl = next((e for e in self.exporters if isinstance(e, JsonlExporter)), None)
 
     # -- collection -------------------------------------------------------------------------------
 
     async def collect_once(self, progress: Progress | None = None) -> CycleResult:
+        """Read every source to its end; stop early when a batch is held (an exporter refused it)."""
         result = CycleResult()
-        for source in list(self.sources):
-            await self._drain(source, result, progress)
-        self._close_idle_sessions(result)
+        if self._retry_held(result):
+            for source in list(self.sources):
+                if not await self._drain(source, result, progress):
+                    break
+            else:
+                self._close_idle_sessions(result)
         self._write_status()
         return result
+
+    def _retry_held(self, result: CycleResult) -> bool:
+        assert self.delivery is not None
+        if self.delivery.retry():
+            return True
+        result.blocked = self._blocked_reason()
+        return False
 
     def _close_idle_sessions(self, result: CycleResult) -> None:
         tracker = self.status
         if tracker is None or self._pipeline is None or self._store is None:
             return
-        entries = self._pipeline.finish(tracker.expire(time.time_ns(), self._idle_timeout_ns))
-        if entries:
-            self._export(entries)
-            self._store.commit(Commit(seen_ids=[e["event.id"] for e in entries]))
-            result.entries += len(entries)
+        with self.state_lock:
+            entries = self._pipeline.finish(tracker.expire(time.time_ns(), self._idle_timeout_ns))
             self._count(entries, result)
+        if entries:
+            result.entries += len(entries)
+            self._deliver(entries, Commit(seen_ids=[e["event.id"] for e in entries]), result)
 
     def _idle_timeout_ns(self, agent: str) -> int | None:
         """agents.<id>.idle_timeout_s in the config, else the definition's; none: the agent says goodbye."""
@@ -215,7 +237,9 @@ class Service:
         seconds = agent_setting(self.config, agent, "idle_timeout_s", defn.raw.get("idle_timeout_s") if defn else None)
         return int(float(seconds) * 1e9) if seconds else None
 
-    async def _drain(self, source: Source, result: CycleResult, progress: Progress | None) -> None:
+    async def _drain(self, source: Source, result: CycleResult, progress: Progress | None) -> bool:
+        """One source, batch by batch. False: stop the cycle (a batch is held, or the daemon stops);
+        what was read after the last committed batch is read again later from the committed position."""
         batch_size = self.config.collector.batch_size
         records: list[RawRecord] = []
         positions: dict[str, Position] = {}
@@ -224,52 +248,47 @@ class Service:
             if record is not None:
                 records.append(record)
             if len(records) >= batch_size:
-                self._flush(records, positions, result)
+                if self._stop.is_set() or not self._flush(records, positions, result):
+                    return False
                 records, positions = [], {}
                 if progress:
                     progress(source.name, result.records)
-                await asyncio.sleep(0)  # let the ingest server and signals run
         if records or positions:
-            self._flush(records, positions, result)
+            if self._stop.is_set() or not self._flush(records, positions, result):
+                return False
             if progress:
                 progress(source.name, result.records)
+        return True
 
-    def _flush(self, records: list[RawRecord], positions: dict[str, Position], result: CycleResult) -> None:
+    def _flush(self, records: list[RawRecord], positions: dict[str, Position], result: CycleResult) -> bool:
         assert self._pipeline is not None and self._store is not None
-        output = self._pipeline.process(records)
-        self._follow(output.discovered_paths)
-        self._export(output.entries)
-        commit = Commit(
-            positions={p.stream: p.value for p in positions.values()},
-            seen_ids=[e["event.id"] for e in output.entries],
-            kv={"correlator": self._pipeline.correlator.state()},
-        )
-        self._count(output.entries, result)
-        commit.kv["events_today"] = {"day": self._today, "counts": self.events_today, "last": self.last_event}
-        if self._jsonl is not None:
-            commit.kv["exporter.jsonl"] = self._jsonl.mark()
-        self._store.commit(commit)
+        with self.state_lock:
+            output = self._pipeline.process(records)
+            self._follow(output.discovered_paths)
+            commit = Commit(
+                positions={p.stream: p.value for p in positions.values()},
+                seen_ids=[e["event.id"] for e in output.entries],
+                kv={"correlator": self._pipeline.correlator.state()},
+            )
+            self._count(output.entries, result)
+            commit.kv["events_today"] = {"day": self._today, "counts": dict(self.events_today),
+                                         "last": dict(self.last_event)}
         result.records += len(records)
         result.entries += len(output.entries)
         result.batches += 1
+        return self._deliver(output.entries, commit, result)
 
-    def _export(self, entries: list[dict[str, Any]]) -> None:
-        """Every exporter must accept the batch before positions move. The JSONL file and the OTLP
-        durable queues accept at once; a full disk is retried until it clears or we are stopped."""
-        if not entries:
-            return
-        for exporter in self.exporters:
-            delay = 0.5
-            while True:
-                try:
-                    exporter.export(entries)
-                    break
-                except ExportError as exc:
-                    if not exc.retryable or self._stop.is_set():
-                        raise
-                    log.error("exporter %s refused a batch (%s); retrying in %.1fs", exporter.name, exc, delay)
-                    time.sleep(delay)
-                    delay = min(delay * 2, 30)
+    def _deliver(self, entries: list[dict[str, Any]], commit: Commit, result: CycleResult) -> bool:
+        """Every exporter must accept the batch before its positions move (``collector.delivery``)."""
+        assert self.delivery is not None
+        if self.delivery.deliver(entries, commit):
+            return True
+        result.blocked = self._blocked_reason()
+        return False
+
+    def _blocked_reason(self) -> str | None:
+        held = self.delivery.held if self.delivery is not None else None
+        return None if held is None else f"{held.refused_by}: {held.error}"
 
     def _follow(self, discovered: list[tuple[str, str]]) -> None:
         for agent, path in discovered:
@@ -294,47 +313,97 @@ class Service:
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
+        self._stopped()
+
+    def _signalled(self, signum: int) -> None:
+        if self._stop.is_set():
+            _exit_now(signum)
+        log.info("%s: stopping (a second signal exits at once)", signal.Signals(signum).name)
+        self.stop()
 
     async def serve(self, parts: Sequence[DaemonPart] = ()) -> None:
-        """Collect until stopped; the optional daemon parts run alongside (started first, stopped last)."""
+        """The daemon: the worker thread collects; this loop serves I/O (the optional daemon parts,
+        started first and stopped last, and file events) until SIGTERM/SIGINT."""
         loop = asyncio.get_running_loop()
+        stopped = asyncio.Event()
+
+        def stopped_soon() -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is already closed
+                loop.call_soon_threadsafe(stopped.set)
+
+        self._stopped = stopped_soon
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self.stop)
+            loop.add_signal_handler(sig, self._signalled, sig)
+        worker = threading.Thread(target=self._work, name="delivery", daemon=True)
         self._tasks.append(asyncio.create_task(self._watch_files(), name="file-events"))
         started: list[DaemonPart] = []
-        interval = self.config.collector.poll_interval_s
         try:
             for part in parts:
                 started.append(part)
                 await part.start()
-            while not self._stop.is_set():
-                self._wake.clear()
-                await self._cycle()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout=interval)
+            worker.start()
+            await stopped.wait()
         finally:
-            for part in reversed(started):
-                try:
-                    await part.stop()
-                except Exception as exc:  # noqa: BLE001 - every part must get its stop
-                    log.warning("%s did not stop cleanly: %r", part.name, exc)
+            self.stop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
+                signal.signal(sig, lambda signum, _frame: _exit_now(signum))
+            await self._stop_parts(started)
             for task in self._tasks:
                 task.cancel()
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+            await asyncio.wait(self._tasks, timeout=WORKER_JOIN_S)
+            if worker.is_alive():
+                await asyncio.to_thread(worker.join, WORKER_JOIN_S)
+            if worker.is_alive():
+                log.error("the delivery worker did not stop within %.1fs; shutting down without it", WORKER_JOIN_S)
 
-    async def _cycle(self) -> None:
+    @staticmethod
+    async def _stop_parts(started: list[DaemonPart]) -> None:
+        for part in reversed(started):
+            try:
+                await part.stop()
+            except Exception as exc:  # noqa: BLE001 - every part must get its stop
+                log.warning("%s did not stop cleanly: %r", part.name, exc)
+
+    def _work(self) -> None:
+        """The delivery thread: cycles on its own event loop until stopped. File events and the poll
+        interval wake it; while a batch is held it offers it again every RETRY_HELD_S."""
+        interval = self.config.collector.poll_interval_s
+        loop = asyncio.new_event_loop()
+        try:
+            while not self._stop.is_set():
+                self._wake.clear()
+                result = loop.run_until_complete(self._cycle())
+                self._watch_dirs = self._current_watch_dirs()
+                if result.blocked is not None:
+                    self._stop.wait(RETRY_HELD_S)
+                else:
+                    self._wake.wait(interval)
+        except Exception:
+            log.exception("the delivery worker failed; stopping the daemon")
+        finally:
+            loop.close()
+            self.stop()
+
+    def _current_watch_dirs(self) -> list[str]:
+        return sorted({d for s in self.sources for d in s.watch_paths() if os.path.isdir(d)})
+
+    async def _cycle(self) -> CycleResult:
         """One daemon cycle; it also answers the `collect --once` runs waiting for it (collector.handoff)."""
         tokens = self.requests.take()
         meter = self.requests.meter(tokens, self.sources) if tokens else None
         result = await self.collect_once(meter)
         if tokens:
             self.requests.finish(tokens, result.records, result.entries, result.by_agent)
+        return result
 
     async def _watch_files(self) -> None:
+        """File events wake the worker. The directories come from the worker (``_watch_dirs``, updated
+        after every cycle), so this loop never touches a source."""
         import watchfiles
 
         while not self._stop.is_set():
-            dirs = sorted({d for s in self.sources for d in s.watch_paths() if os.path.isdir(d)})
+            dirs = self._watch_dirs
             if not dirs:
                 await asyncio.sleep(1)
                 continue
@@ -342,8 +411,7 @@ class Service:
                 async for _ in watchfiles.awatch(*dirs, debounce=20, step=10, stop_event=self._stop,
                                                  rust_timeout=1000, yield_on_timeout=True):
                     self._wake.set()
-                    current = sorted({d for s in self.sources for d in s.watch_paths() if os.path.isdir(d)})
-                    if current != dirs:
+                    if self._watch_dirs != dirs:
                         break  # new directories appeared: watch them too
             except (OSError, RuntimeError) as exc:
                 log.warning("file events unavailable (%s); polling only", exc)
@@ -352,6 +420,15 @@ class Service:
     # -- status -----------------------------------------------------------------------------------
 
     def snapshot(self) -> dict[str, Any]:
+        """Safe from any thread: the worker's pipeline state is read under ``state_lock``."""
+        return self.with_state(self._snapshot)
+
+    def with_state(self, read: Callable[[], T]) -> T:
+        """Run ``read`` while the delivery worker leaves the pipeline state (status tracker...) alone."""
+        with self.state_lock:
+            return read()
+
+    def _snapshot(self) -> dict[str, Any]:
         pipeline = self._pipeline
         return {
             "version": __version__,
@@ -368,6 +445,7 @@ class Service:
                 "duplicates": pipeline.stats.duplicates, "parse_errors": pipeline.stats.parse_errors,
                 "by_event": pipeline.stats.by_event},
             "exporters": {e.name: e.stats() for e in self.exporters},
+            "delivery": {} if self.delivery is None else self.delivery.status(),
         }
 
     def _write_status(self) -> None:
@@ -380,6 +458,12 @@ class Service:
 def _disabled_by_user(paths: Paths) -> set[str]:
     """`agent-collector agents disable ID` means: no integration, and no collection either."""
     return set(disabled_agents(paths))
+
+
+def _exit_now(signum: int) -> None:
+    """The second SIGTERM/SIGINT: no more waiting for anything (positions not committed are re-read)."""
+    os.write(2, b"agent-collector: second signal, exiting now\n")
+    os._exit(128 + signum)
 
 
 def _login() -> str:

@@ -66,6 +66,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
         service.shutdown()
         if line:
             line.done()
+    if result.blocked is not None:
+        return fail(f"stopped before the end: {result.blocked}; what was not written is read again next time")
     if not args.quiet:
         _summary(result.entries, result.records, result.by_agent, time.monotonic() - started,
                  f"output: {service.output_dir}")

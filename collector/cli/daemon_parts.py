@@ -15,7 +15,7 @@ def daemon_parts(service: Service) -> list[DaemonPart]:
     if service.config.ingest.enabled:
         parts.append(IngestPart(ingest_config(service.config), service.spool_writer,
                                 lambda: set(service.definitions),
-                                lambda: live_snapshot(service.snapshot(), service.status)))
+                                lambda: service.with_state(lambda: live_snapshot(service.snapshot(), service.status))))
     if service.config.watchdog.enabled:
         parts.append(WatchdogPart(service.definitions, service.paths, service.config.watchdog))
     return parts

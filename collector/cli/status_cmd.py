@@ -115,6 +115,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     _print_service(status["service"])
     if "updated" in status:
         print(f"status written {time.time() - status['updated']:.0f}s ago; output: {status.get('output_dir')}")
+    _print_delivery(status.get("delivery") or {})
     agents = status.get("agents", {})
     if agents:
         print()
@@ -172,6 +173,16 @@ def _print_watchdog(watchdog: dict[str, Any]) -> None:
 
 def _ago_unix(at: float | None) -> str:
     return _ago(int(at * 1e9)) if at else "-"
+
+
+def _print_delivery(delivery: dict[str, Any]) -> None:
+    blocked = delivery.get("blocked")
+    if blocked:
+        print(f"delivery: BLOCKED for {time.time() - blocked['since']:.0f}s: {blocked['by']} refuses "
+              f"({blocked['error']}); {blocked['entries_waiting']} entries wait, nothing newer is read and "
+              "no position moves until it accepts (a full disk: free some space)")
+    for name, count in sorted((delivery.get("rejected") or {}).items()):
+        print(f"delivery: {name} refused {count} entries for good (see the log)")
 
 
 def _ago(ns: int | None) -> str:

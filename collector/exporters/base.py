@@ -1,20 +1,28 @@
 """The exporter interface, kept as small as the OpenTelemetry SDK's.
 
 An exporter receives batches of finished entries (flat dicts, see schemas/activity-event.schema.json)
-and either accepts the whole batch (returns) or raises :class:`ExportError`. Batching, retry and the
-durable queue live once, in the shared wrappers (``collector.exporters.queue``), not in each exporter.
+and either accepts the whole batch (returns) or raises :class:`ExportError`, saying whether the refusal
+is permanent or worth another try later. It never sleeps or retries itself: the one retry loop is the
+durable queue's (``collector.exporters.queue``); for a direct exporter (the JSONL file) the delivery
+chain holds the batch uncommitted and offers it again (``collector.delivery``).
 """
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
+
+log = logging.getLogger(__name__)
 
 Entry = dict[str, Any]
 
 
 class ExportError(Exception):
-    """The batch was not accepted; the caller keeps it and tries again later."""
+    """The batch was not accepted. ``retryable``: the caller keeps it and offers it again later;
+    otherwise it is refused for good (the caller counts and logs it)."""
 
     def __init__(self, message: str, retryable: bool = True) -> None:
         super().__init__(message)
@@ -33,3 +41,30 @@ class Exporter(Protocol):
 
     def stats(self) -> dict[str, Any]:
         """Counters for ``status`` (queued, dropped, sent, errors...)."""
+
+
+def shutdown_all(exporters: Sequence[Exporter], budget_s: float) -> list[str]:
+    """Shut every exporter down at the same time (queues drain in parallel) and wait at most
+    ``budget_s`` in total; return the names of those still busy (left to finish on daemon threads)."""
+    threads = []
+    for exporter in exporters:
+        thread = threading.Thread(target=_shutdown_one, args=(exporter,), name=f"shutdown-{exporter.name}",
+                                  daemon=True)
+        thread.start()
+        threads.append((exporter.name, thread))
+    deadline = time.monotonic() + budget_s
+    busy = []
+    for name, thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+        if thread.is_alive():
+            busy.append(name)
+    if busy:
+        log.warning("exporters still shutting down after %.1fs, not waiting: %s", budget_s, ", ".join(busy))
+    return busy
+
+
+def _shutdown_one(exporter: Exporter) -> None:
+    try:
+        exporter.shutdown()
+    except Exception as exc:  # noqa: BLE001 - shutdown must reach every exporter
+        log.warning("exporter %s did not shut down cleanly: %r", exporter.name, exc)

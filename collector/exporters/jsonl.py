@@ -1,7 +1,8 @@
 """The embedded default exporter: one entry per line in daily files ``activity-YYYY-MM-DD.jsonl``.
 
 Exactly once across restarts and ``kill -9``: every batch is written with one ``write`` and fsynced
-before ``export`` returns; the file and size at the last checkpoint commit are kept in the checkpoint
+before ``export`` returns; a write that fails (a full disk) is cut off again, so a refused batch leaves
+nothing behind; the file and size at the last checkpoint commit are kept in the checkpoint
 store (``mark()``); on start, whatever was written after that mark (a batch whose checkpoint never
 committed) is read back, a torn last line is cut off, and those ids are not written again.
 """
@@ -36,6 +37,7 @@ class JsonlExporter:
         self._recent: OrderedDict[str, None] = OrderedDict()
         self._fd: int | None = None
         self._day: str | None = None
+        self._torn: tuple[Path, int] | None = None  # (file, size) to cut back to before the next write
         self.written = 0
         self.skipped_duplicates = 0
         self._recover(mark or {})
@@ -80,18 +82,33 @@ class JsonlExporter:
             lines.append(orjson.dumps(entry))
         if not lines:
             return
-        fd = self._file()
         data = b"\n".join(lines) + b"\n"
+        try:
+            if self._torn is not None:  # the tail of a refused batch is still there: cut it first
+                os.truncate(*self._torn)
+                self._torn = None
+            fd = self._file()
+            before = os.fstat(fd).st_size
+        except OSError as exc:
+            raise ExportError(f"cannot open {self.directory}: {exc.strerror}") from exc
         try:
             written = 0
             while written < len(data):
                 written += os.write(fd, data[written:])
             os.fsync(fd)
         except OSError as exc:
+            self._cut(fd, before)  # a refused batch leaves nothing behind: offered again, it is written whole
             raise ExportError(f"cannot write {self.directory}: {exc.strerror}") from exc
         for entry in batch:
             self._remember(entry["event.id"])
         self.written += len(lines)
+
+    def _cut(self, fd: int, size: int) -> None:
+        """Truncate back to ``size`` (freeing space needs no space); if even that fails, before the next write."""
+        try:
+            os.ftruncate(fd, size)
+        except OSError:
+            self._torn = (self.directory / f"{PREFIX}{self._day}.jsonl", size)
 
     def _file(self) -> int:
         day = time.strftime("%Y-%m-%d", time.gmtime())

@@ -2,7 +2,13 @@
 
 The SDK's OTLP exporters answer only SUCCESS or FAILURE. To tell "backend down, keep retrying" from
 "backend refused this payload for good" (HTTP 400, 413, 415...), the HTTP exporters get a ``requests``
-session whose response hook remembers the last status code.
+session that remembers the last status code.
+
+The SDK's own retries are off: the SDK's HTTP client (opentelemetry-exporter-otlp-common 0.66b2) retries
+connection errors and HTTP 429/502/503/504 with 1 s, 2 s, 4 s... backoff inside one ``export`` call, up to
+its timeout. Our session raises :class:`OneShot` instead of returning such a response or a connection
+error; the SDK does not retry an error it does not know, so every ``export`` is one attempt and the
+durable queue, the only retry loop, decides when to try again.
 """
 
 from __future__ import annotations
@@ -24,18 +30,35 @@ from collector.exporters.otlp_config import SignalConfig
 SCOPE = InstrumentationScope("agent-collector", __version__)
 # kept retryable although 4xx: a wrong token or path is fixed by the user, and the queue keeps the data
 _RETRYABLE_4XX = frozenset({401, 403, 404, 408, 429})
+_SDK_RETRIES = frozenset({429, 502, 503, 504})  # what the SDK's HTTP client would retry by itself
+
+
+class OneShot(Exception):  # noqa: N818 - what it does, not an error class of ours
+    """A failed attempt in a form the SDK does not retry (it retries only connection errors and 429/5xx)."""
+
+
+class _OneShotSession(requests.Session):
+    def __init__(self, tracker: StatusTracker) -> None:
+        super().__init__()
+        self._tracker = tracker
+
+    def request(self, *args: Any, **kwargs: Any) -> requests.Response:
+        try:
+            response = super().request(*args, **kwargs)
+        except requests.RequestException as exc:
+            raise OneShot(f"{type(exc).__name__}: {exc}") from exc
+        self._tracker.last_status = response.status_code
+        if response.status_code in _SDK_RETRIES:
+            raise OneShot(f"HTTP {response.status_code}")
+        return response
 
 
 class StatusTracker:
-    """A ``requests`` session that records the status of the last response it saw."""
+    """A ``requests`` session that records the status of the last response and never lets the SDK retry."""
 
     def __init__(self) -> None:
-        self.session = requests.Session()
         self.last_status: int | None = None
-        self.session.hooks["response"].append(self._hook)
-
-    def _hook(self, response: requests.Response, *args: Any, **kwargs: Any) -> None:
-        self.last_status = response.status_code
+        self.session: requests.Session = _OneShotSession(self)
 
     def reset(self) -> None:
         self.last_status = None

@@ -135,10 +135,13 @@ class _SegmentStore:
             if self.head.segment not in self.segments:
                 self.head = _Position(min(self.segments), 0)
             self._repair_tail()
-        self._fh = open(self._path(self.tail), "ab", opener=private.opener)  # noqa: SIM115 - kept open
+        self._fd = self._open_tail()
         self.pending = self._count_pending()
 
     # -- files ------------------------------------------------------------------------------------------
+    def _open_tail(self) -> int:
+        return private.open_private(self._path(self.tail))
+
     def _path(self, number: int) -> Path:
         return self.dir / segment_name(number)
 
@@ -197,19 +200,29 @@ class _SegmentStore:
 
     # -- operations ---------------------------------------------------------------------------------------
     def append(self, lines: bytes, count: int) -> None:
-        self._fh.write(lines)
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
+        """Append whole lines, fsync'd; on failure (a full disk) nothing of them stays in the segment."""
+        size = self.segments[self.tail]
+        try:
+            written = 0
+            while written < len(lines):
+                written += os.write(self._fd, lines[written:])
+            os.fsync(self._fd)
+        except OSError:
+            with contextlib.suppress(OSError):  # a torn tail left here is cut on the next start
+                os.ftruncate(self._fd, size)
+            raise
         self.segments[self.tail] += len(lines)
         self.pending += count
         if self.segments[self.tail] >= self.segment_bytes:
-            self._rotate()
+            with contextlib.suppress(OSError):  # no new segment now (full disk): the next append tries again
+                self._rotate()
 
     def _rotate(self) -> None:
-        self._fh.close()
+        fd = private.open_private(self._path(self.tail + 1))
+        os.close(self._fd)
         self.tail += 1
         self.segments[self.tail] = 0
-        self._fh = open(self._path(self.tail), "ab", opener=private.opener)  # noqa: SIM115
+        self._fd = fd
 
     def enforce_cap(self) -> int:
         """Drop whole oldest segments while over the cap; return how many undelivered entries went."""
@@ -267,10 +280,13 @@ class _SegmentStore:
         self.pending -= count
         self.delivered_total += delivered
         self._skip_finished_segments()
-        self.write_ack()
+        try:
+            self.write_ack()
+        except OSError as exc:  # a full disk: the next acknowledgement writes it (a restart resends a little)
+            log.warning("queue %s: cannot write %s: %s", self.dir, ACK_FILE, exc.strerror or exc)
 
     def close(self) -> None:
-        self._fh.close()
+        os.close(self._fd)
 
 
 class QueuedExporter:
