@@ -53,7 +53,7 @@ def fill(disk: Path, leave: int) -> Path:
 
 
 def write_spool(spool: Path) -> int:
-    spool.mkdir(parents=True)
+    spool.mkdir(parents=True, exist_ok=True)
     lines = [{"ts": 1796037000.0, "agent": "claude-code", "event": "SessionStart",
               "payload": {"session_id": SESSION, "hook_event_name": "SessionStart", "source": "startup"}},
              {"ts": 1796037000.5, "agent": "claude-code", "event": "UserPromptSubmit",
@@ -90,10 +90,10 @@ def status_json(tmp_path: Path) -> dict:  # type: ignore[type-arg]
 
 
 def test_full_disk_sigterm_then_space_returns(tmp_path: Path, tiny_disk: Path) -> None:
-    expected = write_spool(tmp_path / "data" / "spool" / "claude-code")
     out, queues = tiny_disk / "out", tiny_disk / "queue"
     out.mkdir()
     queues.mkdir()
+    (tmp_path / "data").mkdir()
     (tmp_path / "data" / "queue").symlink_to(queues)
     home = tmp_path / "home"
     home.mkdir()
@@ -105,15 +105,18 @@ def test_full_disk_sigterm_then_space_returns(tmp_path: Path, tiny_disk: Path) -
            "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_METRICS_EXPORTER": "none",
            "AGENT_COLLECTOR_OTLP__TURN_GRACE": "0", "AGENT_COLLECTOR_STORE__PATH": str(tiny_disk / "usage.sqlite")}
     cmd = [sys.executable, "-m", "collector", "run", "--home", str(home), "--output", str(out)]
-    filler = fill(tiny_disk, leave=48 * 1024)  # room for a batch or two, then ENOSPC
     try:
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
-            wait_until(lambda: (status_json(tmp_path).get("delivery") or {}).get("state") == "blocked", 60,
-                       "the daemon to report the refusing exporters")
+            wait_until(lambda: "delivery" in status_json(tmp_path) or proc.poll() is not None, 60, "start-up")
+            filler = fill(tiny_disk, leave=48 * 1024)  # the disk fills up: room for a batch or two, then ENOSPC
+            expected = write_spool(tmp_path / "data" / "spool" / "claude-code")  # the agent goes on working
+            wait_until(lambda: (status_json(tmp_path).get("delivery") or {}).get("state") == "blocked"
+                       or proc.poll() is not None, 60, "the daemon to report the refusing exporters")
+            assert proc.poll() is None, proc.stderr.read().decode()[-3000:] if proc.stderr else ""
             shown = subprocess.run([sys.executable, "-m", "collector", "status", "--home", str(home)], env=env,
                                    capture_output=True, text=True, timeout=60)
-            assert "delivery: BLOCKED" in shown.stdout and "No space left on device" in shown.stdout, shown.stdout
+            assert "delivery: BLOCKED" in shown.stdout and "entries wait" in shown.stdout, shown.stdout
             proc.send_signal(signal.SIGTERM)
             try:
                 proc.wait(5)
