@@ -19,7 +19,7 @@ import pytest
 from live_support import ThreadedIngest
 
 ROOT = Path(__file__).resolve().parent.parent
-PLUGIN_SRC = ROOT / "integrations" / "agentty"
+PLUGIN_SRC = ROOT / "integrations" / "agentty" / "agent-collector"  # named after the id, as Agentty wants
 
 # The documented UI tree (API version 1): element types, their fields and allowed values.
 ELEMENTS: dict[str, set[str]] = {
@@ -249,6 +249,71 @@ def check_all(messages: list[tuple[float, dict[str, Any]]]) -> None:
             assert len(m["params"]["message"]) <= 300
     request_ids = [m["id"] for _, m in messages if "method" in m]
     assert request_ids == sorted(set(request_ids)), "request ids count up, one per request"
+
+
+def initialize(host: FakeHost, plugin_dir: Path, data_dir: Path) -> None:
+    init = host.request("initialize", {"apiVersion": 1, "agentty": {"version": "1.0.0"}, "language": "en",
+                                       "plugin": {"id": "agent-collector", "name": "Agent Collector",
+                                                  "version": "0.1.0", "dir": str(plugin_dir),
+                                                  "dataDir": str(data_dir)}, "context": {}})
+    host.expect(lambda m: m.get("id") == init and "result" in m)
+
+
+def test_the_palette_command_shows_the_panel(host: FakeHost, daemon: FakeDaemon, tmp_path: Path) -> None:
+    daemon.sessions = [session("a1", "running")]
+    initialize(host, tmp_path / "agent-collector", tmp_path / "data")
+    command = json.loads((PLUGIN_SRC / "agentty-plugin.json").read_text())["contributes"]["commands"][0]
+    assert command["palette"] is True
+    host.notify("command/execute", {"command": "nope", "args": [], "context": {}})
+    host.notify("command/execute", {"command": command["id"], "args": [], "context": {}})
+    drawn = host.expect(method("ui/setPanel"))
+    assert "a1" in panel_text(drawn)
+    shown = host.expect(method("ui/showPanel"))
+    assert shown["params"] == {} and isinstance(shown["id"], int)
+    assert [m["method"] for _, m in host.messages if m.get("method") == "ui/showPanel"] == ["ui/showPanel"]
+    host.notify("command/execute", {"command": command["id"], "args": [], "context": {}})  # again: shown again
+    host.expect(method("ui/setPanel"))
+    host.expect(method("ui/showPanel"))
+    host.notify("shutdown", {})
+    host.proc.wait(1.5)
+    assert host.proc.stderr is not None and "unknown command 'nope'" in host.proc.stderr.read()
+
+
+def test_the_plugin_keeps_its_state_in_the_data_dir(tmp_path: Path, daemon: FakeDaemon) -> None:
+    plugin_dir = tmp_path / "agent-collector"
+    shutil.copytree(PLUGIN_SRC, plugin_dir)
+    (plugin_dir / "agent-collector.json").write_text(json.dumps({"url": daemon.url}))
+    data_dir = tmp_path / "agentty-data" / "agent-collector"
+    daemon.sessions = [session("a1", "waiting_for_input"), session("b2", "closed")]
+    for run in (1, 2):
+        h = FakeHost(plugin_dir)
+        try:
+            initialize(h, plugin_dir, data_dir)
+            h.notify("panel/open", {"context": {}})
+            text = panel_text(h.expect(method("ui/setPanel")))
+            if run == 1:
+                assert "b2" not in text
+                h.notify("ui/event", {"element": "show-closed", "event": "change", "value": True, "context": {}})
+                assert "b2" in panel_text(h.expect(method("ui/setPanel")))
+            else:
+                assert "b2" in text, "the choice survived the restart"
+                # the statuses seen before the restart are known: only the new wait is announced
+                notes = [m["params"]["message"] for _, m in h.messages if m.get("method") == "ui/notify"]
+                assert notes == ["claude-code is waiting for input in c3"]
+            h.notify("shutdown", {})
+            h.proc.wait(1.5)
+        finally:
+            if h.proc.poll() is None:
+                h.proc.kill()
+                h.proc.wait()
+        notified = [m["params"]["message"] for _, m in h.messages if m.get("method") == "ui/notify"]
+        assert not [n for n in notified if "in a1" in n], "a1 was waiting already"
+        daemon.sessions.append(session("c3", "waiting_for_input"))
+    state = json.loads((data_dir / "panel-state.json").read_text())
+    assert state["show_closed"] is True and state["statuses"]["claude-code:a1"] == "waiting_for_input"
+    assert sorted(p.name for p in plugin_dir.iterdir()) == sorted(
+        [*(p.name for p in PLUGIN_SRC.iterdir() if p.name != "__pycache__"), "agent-collector.json"]
+    ), "nothing written into the plugin folder"
 
 
 def test_plugin_waits_for_initialize_and_exits_when_stdin_closes(host: FakeHost) -> None:

@@ -1,4 +1,5 @@
-"""Install the Agentty panel plugin (``integrations/agentty/``) into Agentty's plugin folder.
+"""Install the Agentty panel plugin (``integrations/agentty/agent-collector/``, named after the plugin's id
+as Agentty requires) into Agentty's plugin folder.
 
 Agentty keeps installed plugins in ``~/.agentty/plugins/<id>/`` (what its "Install from Folder…" does).
 We copy our folder there only when Agentty is present, add ``agent-collector.json`` (the daemon's URL,
@@ -49,7 +50,7 @@ def install_agentty(paths: Paths, port: int, source: Path | None = None, dry_run
     if target.exists() and not is_ours(target):
         return Change("agentty", str(target), Action.CONFLICT,
                       "a plugin folder without the agent-collector marker is there; left untouched", dry_run)
-    source = source or project_root() / "integrations" / "agentty"
+    source = source or project_root() / "integrations" / "agentty" / PLUGIN_ID
     missing = [name for name in FILES if not (source / name).is_file()]
     if missing:
         raise DeployError(f"{source} lacks {', '.join(missing)}")

@@ -12,6 +12,12 @@ Standard library only: Agentty installs nothing. Limits kept: ``ui/notify`` at m
 (Agentty drops faster ones), at most 20 messages a second in all (Agentty stops a plugin past 240), a
 badge of at most 8 characters, a UI tree far below 2,000 nodes. Exits at once on ``shutdown`` or when
 stdin closes.
+
+The palette command ("Agent Collector: show sessions", command id ``open``) opens the panel: it draws
+it, then sends ``ui/showPanel``. ``initialize`` names the plugin's folder (``plugin.dir``: where
+``agent-collector.json`` with the daemon's URL lives) and its data folder (``plugin.dataDir``), which
+keeps the plugin's own state, ``panel-state.json``: whether closed sessions are shown and the status each
+session had, so a restart of Agentty does not announce the same waiting session again.
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ from typing import Any
 
 DEFAULT_URL = "http://127.0.0.1:4319"
 CONFIG_FILE = "agent-collector.json"  # written by `agent-collector install --agent agentty`
+STATE_FILE = "panel-state.json"  # in initialize's plugin.dataDir
+OPEN_COMMANDS = {"open", "agent-collector.open"}  # the palette command, bare or qualified by the plugin id
 POLL_OPEN_S = 1.0  # poll interval while the panel is open
 POLL_CLOSED_S = 3.0  # ... and while it is closed (badge and notifications only)
 FETCH_TIMEOUT_S = 0.5
@@ -225,10 +233,39 @@ def _key(session: dict[str, Any]) -> str:
     return f"{session.get('agent')}:{session.get('session_id')}"
 
 
+class State:
+    """The plugin's own state in Agentty's data folder for it; nothing is kept without one."""
+
+    def __init__(self) -> None:
+        self.path: Path | None = None
+
+    def load(self, data_dir: Any) -> dict[str, Any]:
+        if not isinstance(data_dir, str) or not data_dir:
+            return {}
+        self.path = Path(data_dir) / STATE_FILE
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def save(self, data: dict[str, Any]) -> None:
+        if self.path is None:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(f".{STATE_FILE}.tmp")
+            tmp.write_text(json.dumps(data, sort_keys=True), encoding="utf-8")
+            os.replace(tmp, self.path)
+        except OSError as exc:
+            log(f"cannot keep the panel state in {self.path}: {exc}")
+
+
 class Plugin:
     def __init__(self, host: Host, daemon: Daemon) -> None:
         self.host = host
         self.daemon = daemon
+        self.state = State()
         self.panel_open = False
         self.show_closed = False
         self.sessions: list[dict[str, Any]] | None = None
@@ -251,25 +288,53 @@ class Plugin:
         if method == "shutdown":
             return False
         if method == "initialize":
+            self.initialize(params)
             self.host.respond(message.get("id"), {})
             self.next_poll = 0.0
         elif "id" in message:
             self.host.respond(message["id"], error={"code": -32601, "message": f"unknown method {method}"})
-        elif method in ("panel/open", "command/execute"):
+        elif method == "panel/open":
             self.panel_open = True
             self.poll()
+        elif method == "command/execute":
+            self.on_command(params)
         elif method == "panel/close":
             self.panel_open = False
         elif method == "ui/event":
             self.on_event(params)
         return True
 
+    def initialize(self, params: dict[str, Any]) -> None:
+        plugin = params.get("plugin") if isinstance(params.get("plugin"), dict) else {}
+        if isinstance(plugin.get("dir"), str) and plugin["dir"] and "AGENT_COLLECTOR_URL" not in os.environ:
+            self.daemon.url = daemon_url(Path(plugin["dir"]), {})
+        saved = self.state.load(plugin.get("dataDir"))
+        self.show_closed = bool(saved.get("show_closed", False))
+        statuses = saved.get("statuses")
+        if isinstance(statuses, dict):
+            self.statuses = {str(k): str(v) for k, v in statuses.items()}
+            self.first_poll = False  # we know what was announced before
+
+    def on_command(self, params: dict[str, Any]) -> None:
+        command = params.get("command")
+        if command not in OPEN_COMMANDS:
+            log(f"unknown command {command!r} ignored")
+            return
+        self.panel_open = True
+        self.last_tree = None  # draw it even if nothing changed since it was last shown
+        self.poll()
+        self.host.request("ui/showPanel", {})  # then bring it up, with its content already there
+
     def on_event(self, params: dict[str, Any]) -> None:
         if params.get("element") == "refresh":
             self.poll()
         elif params.get("element") == "show-closed":
             self.show_closed = bool(params.get("value"))
+            self.save()
             self.render()
+
+    def save(self) -> None:
+        self.state.save({"show_closed": self.show_closed, "statuses": self.statuses})
 
     def poll(self) -> None:
         sessions, error = self.daemon.sessions()
@@ -279,8 +344,12 @@ class Plugin:
                 self.host.notify(_short(f"{session.get('agent')} is waiting for input"
                                         f"{' in ' + where if where else ''}"), "warning")
         if sessions is not None:
-            self.statuses = {_key(s): str(s.get("status")) for s in sessions}
+            statuses = {_key(s): str(s.get("status")) for s in sessions}
+            changed = statuses != self.statuses
+            self.statuses = statuses
             self.first_poll = False
+            if changed:
+                self.save()
         elif self.sessions is not None:
             log(f"daemon not reachable: {error}")
         self.sessions, self.error = sessions, error
