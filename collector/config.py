@@ -327,12 +327,13 @@ def load_config(path: Path, env: Mapping[str, str] | None = None,
     return _build(data)
 
 
-def load_for(paths: Paths, env: Mapping[str, str] | None = None) -> Config:
+def load_for(paths: Paths, env: Mapping[str, str] | None = None, check: Any = None) -> Config:
     """What ``run``, ``install``, ``status`` and the service start use: the configuration, and the user's
-    ``agents.d`` overrides must be valid too (a broken override is an error here, not a silent skip)."""
+    ``agents.d`` overrides must be valid too (a broken override is an error here, not a silent skip).
+    ``check`` is the registries' check of a definition (``collector.plugins.check_definition``)."""
     from collector.definitions import load_definitions
 
-    loaded = load_definitions(paths.agents_override_dir)
+    loaded = load_definitions(paths.agents_override_dir, check=check)
     if loaded.problems:
         more = f" (and {len(loaded.problems) - 1} more)" if len(loaded.problems) > 1 else ""
         raise ConfigError(f"agent definition {loaded.problems[0]}{more}")

@@ -46,7 +46,7 @@ from collector.pipeline.content_policy import ContentKeyError, policy_for
 from collector.pipeline.correlate import Correlator
 from collector.pipeline.processor import AgentSettings, Pipeline
 from collector.pipeline.status import SessionStatusTracker
-from collector.plugins import load_agents
+from collector.plugins import check_definition, load_agents
 from collector.sources.base import Position, Source
 from collector.sources.factory import BuildContext, build_sources
 from collector.sources.jsonl_files import JsonlFiles
@@ -81,7 +81,7 @@ class CycleResult:
 class Service:
     def __init__(self, paths: Paths, config: Config | None = None, output_dir: Path | None = None) -> None:
         self.paths = paths
-        self.config = config if config is not None else load_for(paths)
+        self.config = config if config is not None else load_for(paths, check=check_definition)
         self.output_dir = output_dir or Path(self.config.jsonl.dir or paths.output_dir)
         self.definitions: dict[str, AgentDefinition] = {}
         self.sources: list[Source] = []

@@ -102,3 +102,17 @@ def test_without_the_package_the_agent_is_reported_not_run(tmp_path: Path) -> No
                           env={**os.environ, "HOME": str(home)}, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1
     assert "acme.json: at $.parser: no parser 'acme_parser' is registered" in done.stderr + done.stdout
+
+
+def test_run_refuses_a_definition_no_registry_can_serve(tmp_path: Path) -> None:
+    """As for a definition that breaks the schema: `run` names the file and the problem and does not start."""
+    home = tmp_path / "home"
+    paths = resolve_paths(str(home))
+    paths.agents_override_dir.mkdir(parents=True)
+    (paths.agents_override_dir / "acme.json").write_text(json.dumps({
+        "id": "acme", "name": "Acme", "parser": "acme_parser", "detect": {}, "integrations": [],
+        "sources": [{"kind": "telepathy"}]}))
+    done = subprocess.run([sys.executable, "-m", "collector", "run", "--home", str(home)],
+                          env={**os.environ, "HOME": str(home)}, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "acme.json: at $.parser: no parser 'acme_parser' is registered" in done.stderr

@@ -7,6 +7,7 @@ import sys
 
 from collector.cli.common import add_home, fail, paths_from, print_json
 from collector.config import DEFAULT_FILE, ConfigError, load_for
+from collector.plugins import check_definition
 from collector.util.atomic import atomic_write
 
 
@@ -28,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def cmd_show(args: argparse.Namespace) -> int:
     paths = paths_from(args)
     try:
-        config = load_for(paths)
+        config = load_for(paths, check=check_definition)
     except ConfigError as exc:
         return fail(str(exc))
     print_json({"paths": {"home": str(paths.home), "config_file": str(paths.config_file),
@@ -40,7 +41,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     paths = paths_from(args)
     try:
-        load_for(paths)
+        load_for(paths, check=check_definition)
     except ConfigError as exc:
         return fail(str(exc))
     print(f"config ok: {paths.config_file}{'' if paths.config_file.exists() else ' (absent: defaults)'}")

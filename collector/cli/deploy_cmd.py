@@ -22,7 +22,7 @@ from collector.deploy.agentty import AGENTTY, agentty_present, install_agentty, 
 from collector.deploy.choices import disabled_agents, set_disabled
 from collector.deploy.records import RecordStore
 from collector.paths import Paths
-from collector.plugins import load_agents
+from collector.plugins import check_definition, load_agents
 
 _NOTABLE = {State.UNTRUSTED, State.CONFLICT, State.ERROR, State.NOT_IMPLEMENTED}
 
@@ -96,7 +96,7 @@ def _panel_changes(args: argparse.Namespace, paths: Paths, install: bool) -> lis
 def cmd_install(args: argparse.Namespace) -> int:
     paths = paths_from(args)
     try:
-        load_for(paths)
+        load_for(paths, check=check_definition)
     except ConfigError as exc:
         return fail(str(exc))
     agents = _definitions(paths)

@@ -13,6 +13,7 @@ import orjson  # noqa: F401 - read_status
 from collector.cli.common import add_home, add_json, fail, paths_from, print_json, print_table
 from collector.config import ConfigError, load_for
 from collector.paths import Paths
+from collector.plugins import check_definition, load_agents
 from collector.sources.spool_lines import DROPPED, PAYLOAD_INVALID
 
 
@@ -74,7 +75,6 @@ def _agents_here(paths: Paths, status: dict[str, Any]) -> None:
     """Detection and integration state are read now, from this machine, not from the daemon's report."""
     from collector.definitions import detect
     from collector.deploy import integration_state
-    from collector.plugins import load_agents
 
     agents = status.setdefault("agents", {})
     for agent_id, defn in load_agents(paths.agents_override_dir).agents.items():
@@ -103,7 +103,7 @@ def _service_here(paths: Paths, status: dict[str, Any]) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     paths = paths_from(args)
     try:
-        load_for(paths)
+        load_for(paths, check=check_definition)
     except ConfigError as exc:
         return fail(str(exc))
     status = read_status(paths)
