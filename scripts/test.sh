@@ -26,6 +26,16 @@ if [ ! -f "$stamp" ] && [ -z "${AGENT_COLLECTOR_TEST_NO_INSTALL:-}" ]; then  # t
 fi
 
 mkdir -p .cache/npm
+# The dashboard's browser test needs Debian's chromium; CI (root) installs it, elsewhere it skips.
+if [ "${CI:-}" = "true" ] && ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    echo "== installing chromium for the dashboard browser test" >&2
+    if ! (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) \
+            > .cache/chromium-install.log 2>&1; then
+        tail -5 .cache/chromium-install.log >&2
+        echo "chromium could not be installed: the dashboard browser test will skip" >&2
+    fi
+fi
+
 test_home=$(mktemp -d "${TMPDIR:-/tmp}/agent-collector-test-home.XXXXXX")
 trap 'rm -rf "$test_home"' EXIT
 trap 'exit 130' INT TERM

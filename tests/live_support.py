@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from collector.ingest import IngestConfig, IngestServer
+from collector.ingest.server import Route
 
 
 class ThreadedIngest:
     def __init__(self, submit: Callable[[str, bytes, float], None] = lambda *a: None,
-                 agents: frozenset[str] = frozenset(), snapshot: Callable[[], dict[str, Any]] = dict) -> None:
+                 agents: frozenset[str] = frozenset(), snapshot: Callable[[], dict[str, Any]] = dict,
+                 routes: Sequence[Route] = ()) -> None:
         self.loop = asyncio.new_event_loop()
-        self.server = IngestServer(submit, lambda: set(agents), snapshot, IngestConfig(port=0))
+        self.server = IngestServer(submit, lambda: set(agents), snapshot, IngestConfig(port=0), routes=routes)
         started = threading.Event()
 
         def run() -> None:

@@ -256,3 +256,46 @@ def test_docs_name_every_json_field(tmp_path: Path) -> None:
         fields |= set(data) | set(data["total"]) | {k for r in data["rows"] for k in r}
         fields |= {k for r in data["rows"] for m in r["models"] for k in m}
     assert fields - documented == set()
+
+
+@pytest.mark.parametrize("kind", ["daily", "weekly", "monthly", "session", "model", "agent", "project", "blocks"])
+def test_the_rollup_gives_what_a_pass_over_the_entries_gives(kind: str, tmp_path: Path) -> None:
+    """Reports read the rollup; the same report computed from the entries themselves is identical, for
+    every real session collected into one store, in a time zone with a 45-minute offset too."""
+    from zoneinfo import ZoneInfo
+
+    from support import collect
+    from usage_support import merged_fixtures, store_db
+
+    from collector.usage.query import Filters
+    from collector.usage.report import ReportRequest, build_report
+
+    paths = merged_fixtures(tmp_path)
+    collect(paths)
+    db = store_db(paths)
+    assert db.execute("SELECT COUNT(*) FROM slots").fetchone()[0] > 0
+    for zone in ("UTC", "Asia/Kathmandu"):
+        for filters in (Filters(), Filters(agents=("claude-code", "codex"), since_ns=1796040000 * 10**9)):
+            raw = Filters(filters.since_ns, filters.until_ns, filters.agents, filters.project, raw=True)
+            rolled = build_report(db, ReportRequest(kind, filters, ZoneInfo(zone), zone), now=0)
+            entries = build_report(db, ReportRequest(kind, raw, ZoneInfo(zone), zone), now=0)
+            for made in (rolled, entries):
+                made.pop("generated_unix")
+            assert rolled == entries
+            assert rolled["total"]["calls"] > 0
+
+
+def test_rollup_bands_cover_every_tier_of_the_price_table() -> None:
+    """A price table with a threshold the rollup's bands do not know would make reports fall back to
+    the entries; this says when a genai-prices update brings one (add it to rollup.EDGES)."""
+    from genai_prices import data_snapshot
+
+    from collector.usage.rollup import EDGES
+
+    starts = set()
+    for provider in data_snapshot.get_snapshot().providers:
+        for model in provider.models:
+            for price in model.prices if isinstance(model.prices, list) else [model.prices]:
+                for value in getattr(price, "prices", price).__dict__.values():
+                    starts |= {int(t.start) for t in getattr(value, "tiers", ())}
+    assert starts and starts <= set(EDGES)

@@ -56,3 +56,28 @@ def recorded(case: Path, entries_tuples: Counter[tuple[int, int, int, int]]) -> 
             left[key] -= 1
             out.append(record)
     return out
+
+
+def merged_fixtures(tmp: Path) -> Paths:
+    """Real sessions of all five agents in one home and one spool (every case whose files do not clash
+    with another's: one OpenCode database per home), for a daemon to collect."""
+    import shutil
+
+    from support import make_paths
+
+    home = tmp / "home"
+    home.mkdir(parents=True)
+    paths = make_paths(tmp, home)
+    for case in REAL_CASES:
+        files = [p for p in (case / "home").rglob("*") if p.is_file()] if (case / "home").exists() else []
+        if any((home / p.relative_to(case / "home")).exists() for p in files):
+            continue
+        for p in files:
+            target = home / p.relative_to(case / "home")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(p, target)
+        for p in sorted((case / "spool").rglob("*.jsonl")) if (case / "spool").exists() else []:
+            target = paths.spool_dir / p.parent.name / f"{p.stem}.{case.name}.jsonl"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(p, target)
+    return paths

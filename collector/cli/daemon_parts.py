@@ -3,6 +3,9 @@ needs from the started Service (the CLI is the one place that knows both)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from collector.dashboard.live import dashboard_route
 from collector.deploy.watchdog import WatchdogPart
 from collector.ingest.live import IngestPart, ingest_config, live_snapshot
 from collector.parts import DaemonPart
@@ -13,9 +16,12 @@ def daemon_parts(service: Service) -> list[DaemonPart]:
     """The parts the configuration turns on, for a Service whose ``startup`` has run."""
     parts: list[DaemonPart] = []
     if service.config.ingest.enabled:
+        def snapshot() -> dict[str, Any]:
+            return service.with_state(lambda: live_snapshot(service.snapshot(), service.status))
+
         parts.append(IngestPart(ingest_config(service.config), service.spool_writer,
-                                lambda: set(service.definitions),
-                                lambda: service.with_state(lambda: live_snapshot(service.snapshot(), service.status))))
+                                lambda: set(service.definitions), snapshot,
+                                routes=[dashboard_route(service.paths, service.config, snapshot)]))
     if service.config.watchdog.enabled:
         parts.append(WatchdogPart(service.definitions, service.paths, service.config.watchdog))
     return parts

@@ -13,6 +13,7 @@ from collector.cli import (
     agents_cmd,
     collect_cmd,
     config_cmd,
+    dashboard_cmd,
     deploy_cmd,
     doctor_cmd,
     live_cmd,
@@ -24,7 +25,7 @@ from collector.cli.common import fail
 
 # Command modules, each with register(subparsers).
 COMMAND_MODULES = (collect_cmd, agents_cmd, deploy_cmd, status_cmd, config_cmd, live_cmd, report_cmd, doctor_cmd,
-                   service_cmd)
+                   dashboard_cmd, service_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -7,12 +7,12 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from collector.config import Config
 from collector.ingest.envelope import to_envelope
-from collector.ingest.server import IngestConfig, IngestServer
+from collector.ingest.server import IngestConfig, IngestServer, Route
 from collector.pipeline.status import SessionStatusTracker
 from collector.sources.spool_writer import SpoolWriter
 
@@ -79,8 +79,9 @@ class IngestPart:
     name = "ingest"
 
     def __init__(self, config: IngestConfig, spool_writer: SpoolWriter, known_agents: Callable[[], set[str]],
-                 snapshot: Callable[[], dict[str, Any]]) -> None:
+                 snapshot: Callable[[], dict[str, Any]], routes: Sequence[Route] = ()) -> None:
         self.config = config
+        self._routes = list(routes)  # extra routes: the dashboard
         self._writer = spool_writer
         self._known_agents = known_agents
         self._snapshot = snapshot
@@ -94,7 +95,7 @@ class IngestPart:
             envelope = to_envelope(agent, body, received)
             relay.put(agent, envelope["event"] or "", envelope["payload"], received)
 
-        server = IngestServer(submit, self._known_agents, self._snapshot, self.config)
+        server = IngestServer(submit, self._known_agents, self._snapshot, self.config, routes=self._routes)
         try:
             await server.start()
         except OSError as exc:

@@ -13,7 +13,9 @@ A deliberately small HTTP/1.1 server on asyncio streams, strict about what it ac
 
 Routes: ``POST /v1/hooks/<agent>[?event=<name>]`` hands the raw body to ``submit`` and answers ``{}``
 (an unknown agent gets 404 naming the known ones); ``GET /v1/status`` and ``GET /v1/sessions`` answer
-the daemon's live picture from ``snapshot()``.
+the daemon's live picture from ``snapshot()``. Extra routes (the dashboard, ``collector.dashboard``)
+own their paths: they replace the browser refusal with their own same-origin rules (the Host check
+stays) and are answered from a worker thread.
 """
 
 from __future__ import annotations
@@ -25,9 +27,9 @@ import ipaddress
 import logging
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 from urllib.parse import parse_qs
 
 import orjson
@@ -41,7 +43,8 @@ HOOK_PREFIX = "/v1/hooks/"
 Submit = Callable[[str, bytes, float], Awaitable[None] | None]
 
 _REASONS = {
-    200: "OK", 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
+    200: "OK", 303: "See Other", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
+    405: "Method Not Allowed",
     408: "Request Timeout", 411: "Length Required", 413: "Content Too Large",
     431: "Request Header Fields Too Large", 503: "Service Unavailable", 505: "HTTP Version Not Supported",
 }
@@ -84,6 +87,27 @@ class Request:
         return connection != "close"
 
 
+@dataclass(frozen=True, slots=True)
+class Response:
+    """What an extra route answers."""
+
+    status: int
+    body: bytes
+    content_type: str = "application/json"
+    headers: Sequence[tuple[str, str]] = field(default_factory=tuple)
+
+
+class Route(Protocol):
+    def owns(self, path: str) -> bool:
+        """Is ``path`` this route's?"""
+
+    def check(self, request: Request, port: int) -> None:
+        """Raise HttpError unless the request may be answered (replaces the browser refusal)."""
+
+    def handle(self, request: Request) -> Response:
+        """Answer (runs in a worker thread)."""
+
+
 def check_loopback(host: str) -> None:
     """Raise ValueError unless ``host`` is a loopback address (or ``localhost``)."""
     if host in _LOOPBACK_NAMES:
@@ -99,8 +123,10 @@ def check_loopback(host: str) -> None:
 
 class IngestServer:
     def __init__(self, submit: Submit, known_agents: Callable[[], set[str]],
-                 snapshot: Callable[[], dict[str, Any]], config: IngestConfig | None = None) -> None:
+                 snapshot: Callable[[], dict[str, Any]], config: IngestConfig | None = None,
+                 routes: Sequence[Route] = ()) -> None:
         self.config = config or IngestConfig()
+        self._routes = list(routes)
         check_loopback(self.config.host)
         self._submit = submit
         self._known_agents = known_agents
@@ -219,14 +245,21 @@ class IngestServer:
             await self._respond(writer, err.status, {"error": str(err)}, close=True)
             return False
 
+    def _extra(self, path: str) -> Route | None:
+        return next((r for r in self._routes if r.owns(path)), None)
+
     def _check(self, request: Request) -> None:
         headers = request.headers
-        browser = [h for h in headers if h in ("origin", "referer") or h.startswith("sec-fetch-")]
-        if browser:
-            raise HttpError(403, f"browser requests are refused ({', '.join(sorted(browser))})")
         host = headers.get("host")
         if host is None or not self._host_ok(host):
             raise HttpError(403, "Host must be a loopback address with this server's port")
+        route = self._extra(request.path)
+        if route is not None:
+            route.check(request, self.port)
+            return
+        browser = [h for h in headers if h in ("origin", "referer") or h.startswith("sec-fetch-")]
+        if browser:
+            raise HttpError(403, f"browser requests are refused ({', '.join(sorted(browser))})")
 
     def _host_ok(self, host: str) -> bool:
         known = self._hosts.get(host)
@@ -268,8 +301,21 @@ class IngestServer:
             await self._respond(writer, 200, self._view(path), close=not request.keep_alive,
                                 head=request.method == "HEAD")
             return request.keep_alive
+        route = self._extra(path)
+        if route is not None:
+            return await self._answer(route, request, writer)
         routes = f"POST {HOOK_PREFIX}<agent>, GET /v1/status, GET /v1/sessions"
         raise HttpError(404, f"no route {path!r}: {routes}")
+
+    async def _answer(self, route: Route, request: Request, writer: asyncio.StreamWriter) -> bool:
+        if "content-length" in request.headers or "transfer-encoding" in request.headers:
+            raise HttpError(400, "GET takes no body")
+        response = await asyncio.to_thread(route.handle, request)
+        self._counts[f"{request.path.split('/')[1] or 'root'}_{response.status}"] += 1
+        await self._send(writer, response.status, response.body, close=not request.keep_alive,
+                         head=request.method == "HEAD", content_type=response.content_type,
+                         extra=response.headers)
+        return request.keep_alive
 
     def _view(self, path: str) -> dict[str, Any]:
         snapshot = self._snapshot()
@@ -308,12 +354,18 @@ class IngestServer:
     async def _respond(self, writer: asyncio.StreamWriter, status: int, body: dict[str, Any] | None,
                        close: bool, head: bool = False) -> None:
         payload = b"{}" if body is None else orjson.dumps(body)
+        await self._send(writer, status, payload, close, head)
+
+    async def _send(self, writer: asyncio.StreamWriter, status: int, payload: bytes, close: bool,
+                    head: bool = False, content_type: str = "application/json",
+                    extra: Sequence[tuple[str, str]] = ()) -> None:
         lines = [
             f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}",
-            "Content-Type: application/json",
+            f"Content-Type: {content_type}",
             f"Content-Length: {len(payload)}",
             "Cache-Control: no-store",
             "X-Content-Type-Options: nosniff",
+            *(f"{name}: {value}" for name, value in extra),
         ]
         if close:
             lines.append("Connection: close")

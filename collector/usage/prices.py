@@ -61,6 +61,7 @@ class PriceTable:
             self._snapshot = data_snapshot.get_snapshot()
         self.version = table_version() if self._snapshot is not None else "none (genai-prices not installed)"
         self._rates: dict[tuple[str, str | None, str, int], Rates | None] = {}
+        self._by_price: dict[tuple[int, int], Rates] = {}  # (id of the price in effect, input) -> rates
         self.thresholds: tuple[int, ...] = ()
         self._found: dict[tuple[str, str | None], Any] = {}
 
@@ -92,28 +93,39 @@ class PriceTable:
             return "0"
         return "(" + " + ".join(f"({column} > {int(t)})" for t in self.thresholds) + ")"
 
-    def rates(self, model: str | None, provider: str | None, day: str, band: int) -> Rates | None:
+    def representative(self, band: int) -> int:
+        """An input size inside ``band`` of ``band_sql`` (all its calls get the same tier decisions)."""
+        return self.thresholds[band - 1] + 1 if band > 0 else 0
+
+    def rates(self, model: str | None, provider: str | None, day: str, input_tokens: int) -> Rates | None:
+        """The rates of a call of ``input_tokens`` input (which decides the long-context tier)."""
         if not model or self._snapshot is None:
             return None
-        key = (model, provider, day, band)
+        key = (model, provider, day, input_tokens)
         if key not in self._rates:
-            self._rates[key] = self._compute(model, provider, day, band)
+            self._rates[key] = self._compute(model, provider, day, input_tokens)
         return self._rates[key]
 
-    def _compute(self, model: str, provider: str | None, day: str, band: int) -> Rates | None:
+    def _compute(self, model: str, provider: str | None, day: str, input_tokens: int) -> Rates | None:
         found = self._lookup(model, provider)
         if found is None:
             return None
         prov, info = found
         when = datetime.strptime(day, "%Y-%m-%d").replace(hour=12, tzinfo=UTC)
-        representative = self.thresholds[band - 1] + 1 if band > 0 else 0
-        flat = _flatten(info.get_prices(when), representative)
+        price = info.get_prices(when)
+        key = (id(price), input_tokens)  # most days share one price object: compute its rates once
+        if key not in self._by_price:
+            self._by_price[key] = self._rates_of(price, input_tokens, prov.id, info.id)
+        return self._by_price[key]
+
+    def _rates_of(self, price: Any, input_tokens: int, provider: str, model: str) -> Rates:
+        flat = _flatten(price, input_tokens)
         return Rates(
             uncached=_per_token(flat, input_tokens=1_000_000),
             cache_read=_per_token(flat, input_tokens=1_000_000, cache_read_tokens=1_000_000),
             cache_write=_per_token(flat, input_tokens=1_000_000, cache_write_tokens=1_000_000),
             output=_per_token(flat, output_tokens=1_000_000),
-            provider=prov.id, model=info.id,
+            provider=provider, model=model,
         )
 
 

@@ -9,18 +9,20 @@ price each group with the rates of its model, day and band.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterable
+import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, tzinfo
 from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
+from collector.usage import rollup
 from collector.usage.prices import PriceTable
+from collector.usage.rollup import SLOT_NS
 
-SLOT_NS = 900 * 10**9  # time zones differ from UTC by whole quarter hours
-COUNTED = ("llm.response", "tool.call", "tool.result", "error")
-KINDS = ("daily", "weekly", "monthly", "session", "model", "agent", "blocks")
+COUNTED_SQL = rollup.COUNTED
+KINDS = ("daily", "weekly", "monthly", "session", "model", "agent", "project", "blocks")
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +31,7 @@ class Filters:
     until_ns: int | None = None  # exclusive
     agents: tuple[str, ...] = ()
     project: str | None = None
+    raw: bool = False  # read the entries, not the rollup (tests compare the two)
 
 
 @dataclass(slots=True)
@@ -51,9 +54,19 @@ class Totals:
     last_ns: int | None = None
 
     def add(self, other: Totals) -> None:
-        for name in ("calls", "input", "cache_read", "cache_write", "output", "reasoning", "tool_calls",
-                     "tool_failures", "errors", "cost", "unpriced_calls", "agent_cost_calls", "agent_priced_cost"):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.calls += other.calls
+        self.input += other.input
+        self.cache_read += other.cache_read
+        self.cache_write += other.cache_write
+        self.output += other.output
+        self.reasoning += other.reasoning
+        self.tool_calls += other.tool_calls
+        self.tool_failures += other.tool_failures
+        self.errors += other.errors
+        self.cost += other.cost
+        self.unpriced_calls += other.unpriced_calls
+        self.agent_cost_calls += other.agent_cost_calls
+        self.agent_priced_cost += other.agent_priced_cost
         if other.agent_cost is not None:
             self.agent_cost = (self.agent_cost or 0.0) + other.agent_cost
         self.first_ns = _min(self.first_ns, other.first_ns)
@@ -95,25 +108,32 @@ def period_function(kind: str, tz: tzinfo) -> Callable[[int], str]:
     return lambda time_ns: label(time_ns // SLOT_NS)
 
 
-def key_sql(kind: str) -> str:
+def key_sql(kind: str, rolled: bool = False) -> str:
+    t = "r" if rolled else "e"
+    model = "COALESCE(NULLIF(r.model, ''), s.model, '')" if rolled else "COALESCE(e.model, s.model, '')"
     return {
-        "daily": "period(e.time_ns)", "weekly": "period(e.time_ns)", "monthly": "period(e.time_ns)",
-        "session": "e.agent || ' ' || COALESCE(e.session, '')", "model": "COALESCE(e.model, s.model, '')",
-        "agent": "e.agent", "blocks": "printf('%012d', e.time_ns / 3600000000000)",
+        "daily": f"period({t}.{'slot * ' + str(SLOT_NS) if rolled else 'time_ns'})",
+        "weekly": f"period({t}.{'slot * ' + str(SLOT_NS) if rolled else 'time_ns'})",
+        "monthly": f"period({t}.{'slot * ' + str(SLOT_NS) if rolled else 'time_ns'})",
+        "session": f"{t}.agent || ' ' || COALESCE({t}.session, '')", "model": model,
+        "agent": f"{t}.agent", "project": "COALESCE(s.project, '')",
+        "blocks": "printf('%012d', r.slot / 4)" if rolled else "printf('%012d', e.time_ns / 3600000000000)",
     }[kind]
 
 
-def _where(filters: Filters) -> tuple[str, list[Any]]:
-    clauses = [f"e.name IN ({','.join('?' * len(COUNTED))})"]
-    params: list[Any] = list(COUNTED)
+def _where(filters: Filters, rolled: bool = False) -> tuple[str, list[Any]]:
+    t = "r" if rolled else "e"
+    # successful tool results count for nothing: the rollup leaves them out, so does the pass over entries
+    clauses = ["1" if rolled else COUNTED_SQL]
+    params: list[Any] = []
     if filters.since_ns is not None:
-        clauses.append("e.time_ns >= ?")
-        params.append(filters.since_ns)
+        clauses.append("r.slot >= ?" if rolled else "e.time_ns >= ?")
+        params.append(filters.since_ns // SLOT_NS if rolled else filters.since_ns)
     if filters.until_ns is not None:
-        clauses.append("e.time_ns < ?")
-        params.append(filters.until_ns)
+        clauses.append("r.slot < ?" if rolled else "e.time_ns < ?")
+        params.append(-(-filters.until_ns // SLOT_NS) if rolled else filters.until_ns)
     if filters.agents:
-        clauses.append(f"e.agent IN ({','.join('?' * len(filters.agents))})")
+        clauses.append(f"{t}.agent IN ({','.join('?' * len(filters.agents))})")
         params.extend(filters.agents)
     if filters.project:
         clauses.append("(s.project = ? OR s.project LIKE ? ESCAPE '\\')")
@@ -122,55 +142,101 @@ def _where(filters: Filters) -> tuple[str, list[Any]]:
     return " AND ".join(clauses), params
 
 
-def models_present(db: sqlite3.Connection, filters: Filters) -> list[tuple[str | None, str | None]]:
-    where, params = _where(filters)
-    sql = (f"SELECT DISTINCT COALESCE(e.model, s.model), e.provider FROM events e LEFT JOIN sessions s "
-           f"ON s.agent = e.agent AND s.session = e.session WHERE {where}")
-    return [(r[0], r[1]) for r in db.execute(sql, params)]
+def models_present(db: sqlite3.Connection) -> list[tuple[str | None, str | None]]:
+    """Every model the store has seen (with its provider), from the small ``models`` table."""
+    sql = ("SELECT model, NULLIF(provider, '') FROM models "
+           "UNION SELECT DISTINCT model, NULL FROM sessions WHERE model IS NOT NULL")
+    try:
+        return [(r[0], r[1]) for r in db.execute(sql)]
+    except sqlite3.OperationalError:  # a store written before the models table existed
+        return [(r[0], r[1]) for r in db.execute("SELECT DISTINCT model, provider FROM events")]
 
 
-def aggregate(db: sqlite3.Connection, kind: str, filters: Filters, tz: tzinfo, prices: PriceTable) -> list[Group]:
-    """The report's groups, in key order, each with its per-model breakdown."""
-    if kind not in KINDS:
-        raise ValueError(f"unknown report {kind!r} (one of {', '.join(KINDS)})")
-    db.create_function("period", 1, period_function(kind, tz), deterministic=True)
-    prices.prepare(models_present(db, filters))
+def grouped(db: sqlite3.Connection, kinds: Sequence[str], filters: Filters, tz: tzinfo,
+            prices: PriceTable) -> list[tuple[tuple[str, ...], str, Totals]]:
+    """One pass over the store: priced totals per (key of each kind, model). At most one of daily,
+    weekly and monthly among ``kinds`` (they share the time-zone function). Reads the rollup when it
+    can (``collector.usage.rollup``), the entries otherwise; both give the same sums."""
+    for kind in kinds:
+        if kind not in KINDS:
+            raise ValueError(f"unknown report {kind!r} (one of {', '.join(KINDS)})")
+    periods = [k for k in kinds if k in ("daily", "weekly", "monthly")]
+    assert len(periods) <= 1, "one period kind per pass"
+    db.create_function("period", 1, period_function(periods[0] if periods else "daily", tz), deterministic=True)
+    prices.prepare(models_present(db))
+    rolled = rollup.usable(db, prices.thresholds) and not filters.raw
+    sql, params = (_rollup_sql if rolled else _entries_sql)(kinds, filters, prices)
+    width = len(kinds)
+    edge = rollup.representative if rolled else prices.representative
+    return [(tuple(row[:width]), row[width] or "unknown", _totals(row[width:], prices, edge))
+            for row in db.execute(sql, params)]
+
+
+def _entries_sql(kinds: Sequence[str], filters: Filters, prices: PriceTable) -> tuple[str, list[Any]]:
     where, params = _where(filters)
-    sql = f"""
-        SELECT {key_sql(kind)} AS k, COALESCE(e.model, s.model) AS mdl, e.provider, e.day,
+    keys = ", ".join(f"{key_sql(kind)} AS k{i}" for i, kind in enumerate(kinds))
+    names = ", ".join(f"k{i}" for i in range(len(kinds)))
+    return f"""
+        SELECT {keys}, COALESCE(e.model, s.model) AS mdl, e.provider, e.day,
                {prices.band_sql('e.input')} AS band,
                SUM(e.name = 'llm.response'), SUM(e.input), SUM(e.cache_read), SUM(e.cache_write),
                SUM(e.output), SUM(e.reasoning), SUM(e.name = 'tool.call'),
-               SUM(e.name = 'tool.result' AND e.tool_status = 'error'), SUM(e.name = 'error'),
+               SUM(e.name = 'tool.result'), SUM(e.name = 'error'),
                SUM(e.agent_cost_usd), COUNT(e.agent_cost_usd), MIN(e.time_ns), MAX(e.time_ns),
                SUM(CASE WHEN e.agent_cost_usd IS NOT NULL THEN e.input END),
                SUM(CASE WHEN e.agent_cost_usd IS NOT NULL THEN e.cache_read END),
                SUM(CASE WHEN e.agent_cost_usd IS NOT NULL THEN e.cache_write END),
                SUM(CASE WHEN e.agent_cost_usd IS NOT NULL THEN e.output END)
-        FROM events e LEFT JOIN sessions s ON s.agent = e.agent AND s.session = e.session
+        FROM events e NOT INDEXED LEFT JOIN sessions s ON s.agent = e.agent AND s.session = e.session
         WHERE {where}
-        GROUP BY k, mdl, e.provider, e.day, band
-    """
+        GROUP BY {names}, mdl, e.provider, e.day, band
+    """, params
+
+
+def _rollup_sql(kinds: Sequence[str], filters: Filters, prices: PriceTable) -> tuple[str, list[Any]]:
+    where, params = _where(filters, rolled=True)
+    keys = ", ".join(f"{key_sql(kind, rolled=True)} AS k{i}" for i, kind in enumerate(kinds))
+    names = ", ".join(f"k{i}" for i in range(len(kinds)))
+    return f"""
+        SELECT {keys}, COALESCE(NULLIF(r.model, ''), s.model) AS mdl, NULLIF(r.provider, '') AS prov,
+               r.slot / {86400 * 10**9 // SLOT_NS} AS uday, r.band,
+               SUM(r.calls), SUM(r.input), SUM(r.cache_read), SUM(r.cache_write), SUM(r.output),
+               SUM(r.reasoning), SUM(r.tool_calls), SUM(r.tool_failures), SUM(r.errors), SUM(r.agent_cost),
+               SUM(r.agent_cost_calls), MIN(r.first_ns), MAX(r.last_ns), SUM(r.a_input), SUM(r.a_cache_read),
+               SUM(r.a_cache_write), SUM(r.a_output)
+        FROM slots r LEFT JOIN sessions s ON s.agent = r.agent AND s.session = r.session
+        WHERE {where}
+        GROUP BY {names}, mdl, prov, uday, r.band
+    """, params
+
+
+def fold(rows: Iterable[tuple[tuple[str, ...], str, Totals]], index: int = 0) -> list[Group]:
+    """Groups by the key at ``index``, in key order, each with its per-model breakdown."""
     groups: dict[str, Group] = {}
-    for row in db.execute(sql, params):
-        key, model = row[0], row[1] or "unknown"
-        totals = _totals(row, prices)
-        group = groups.get(key)
+    for keys, model, totals in rows:
+        group = groups.get(keys[index])
         if group is None:
-            group = groups[key] = Group(key)
+            group = groups[keys[index]] = Group(keys[index])
         group.totals.add(totals)
         group.models.setdefault(model, Totals()).add(totals)
     return [groups[k] for k in sorted(groups)]
 
 
-def _totals(row: Iterable[Any], prices: PriceTable) -> Totals:
-    (_, model, provider, day, band, calls, inp, cr, cw, out, reasoning, tools, fails, errors,
+def aggregate(db: sqlite3.Connection, kind: str, filters: Filters, tz: tzinfo, prices: PriceTable) -> list[Group]:
+    """The report's groups, in key order, each with its per-model breakdown."""
+    return fold(grouped(db, [kind], filters, tz, prices))
+
+
+def _totals(row: Iterable[Any], prices: PriceTable, representative: Callable[[int], int]) -> Totals:
+    (model, provider, day, band, calls, inp, cr, cw, out, reasoning, tools, fails, errors,
      agent_cost, agent_cost_calls, first, last, a_in, a_cr, a_cw, a_out) = tuple(row)
     totals = Totals(calls=calls or 0, input=inp or 0, cache_read=cr or 0, cache_write=cw or 0, output=out or 0,
                     reasoning=reasoning or 0, tool_calls=tools or 0, tool_failures=fails or 0, errors=errors or 0,
                     agent_cost=agent_cost, agent_cost_calls=agent_cost_calls or 0, first_ns=first, last_ns=last)
     if totals.calls:
-        rates = prices.rates(model, provider, day, int(band))
+        if isinstance(day, int):  # the rollup's day number
+            day = time.strftime("%Y-%m-%d", time.gmtime(day * 86400))
+        rates = prices.rates(model, provider, day, representative(int(band)))
         if rates is None:
             totals.unpriced_calls = totals.calls
         else:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 KEY_HEADERS = {"daily": "Date", "weekly": "Week of", "monthly": "Month", "session": "Session",
-               "model": "Model", "agent": "Agent", "blocks": "Block (5 h)"}
+               "model": "Model", "agent": "Agent", "project": "Project", "blocks": "Block (5 h)"}
 COLUMNS = (("Input", "uncached_input_tokens"), ("Cache read", "cache_read_tokens"),
            ("Cache write", "cache_write_tokens"), ("Output", "output_tokens"), ("Reasoning", "reasoning_tokens"),
            ("Calls", "calls"), ("Tools", "tool_calls"), ("Failed", "tool_failures"))

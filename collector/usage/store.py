@@ -1,9 +1,10 @@
 """The local usage store: every entry's numbers in one SQLite database under the data directory.
 
 One row per entry (``events``, keyed by ``event.id``) with its time, UTC day, agent, session, model,
-tokens, tool outcome and error class, and one row per session (``sessions``) with its project (the
-workspace path), model and last status. No prompt, completion or tool text is kept; an error's message
-only when content capture put it in the entry.
+tokens, tool outcome and error class, one row per session (``sessions``) with its project (the
+workspace path), model and last status, the models seen (``models``, for the price lookup) and the
+rollup the reports read (``slots``, see ``collector.usage.rollup``). No prompt, completion or tool text
+is kept; an error's message only when content capture put it in the entry.
 
 Exactly once, like the JSONL file: ``INSERT OR IGNORE`` on the event id, committed (WAL,
 ``synchronous=FULL``) inside ``export`` and so before the checkpoint that covers the batch; a batch
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from collector.usage import rollup
 from collector.util.private import create_private, private_dir
 
 SCHEMA_VERSION = 1
@@ -66,6 +68,8 @@ CREATE TABLE IF NOT EXISTS sessions (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS sessions_project ON sessions(project);
 CREATE INDEX IF NOT EXISTS sessions_last ON sessions(last_ns);
+CREATE TABLE IF NOT EXISTS models (model TEXT NOT NULL, provider TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY (model, provider)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
@@ -150,6 +154,12 @@ def session_row(entry: dict[str, Any]) -> tuple[Any, ...] | None:
             status, time_ns if status else None)
 
 
+def _day_start_slot(day: str) -> int:
+    import calendar
+
+    return calendar.timegm(time.strptime(day, "%Y-%m-%d")) * 10**9 // rollup.SLOT_NS
+
+
 def connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
     """A connection to the store. Read-only connections never create or change the file."""
     if readonly:
@@ -174,6 +184,10 @@ class UsageStore:
         self.path = path
         self.retention_days = retention_days
         self._db = connect(path)
+        if self._db.execute("SELECT 1 FROM models LIMIT 1").fetchone() is None:  # a store from before the table
+            self._db.execute("INSERT OR IGNORE INTO models SELECT DISTINCT model, COALESCE(provider, '') "
+                             "FROM events WHERE model IS NOT NULL")
+        rollup.ensure(self._db)
         self._pruned_day = ""
         self.inserted = 0
         self.duplicates = 0
@@ -186,10 +200,14 @@ class UsageStore:
         db = self._db
         db.execute("BEGIN IMMEDIATE")
         try:
+            rollup.stage(db, (r[0] for r in rows))
             before = db.total_changes
             db.executemany(_INSERT, rows)
             added = db.total_changes - before
+            rollup.add_staged(db)
             db.executemany(_SESSION_UPSERT, sessions)
+            db.executemany("INSERT OR IGNORE INTO models(model, provider) VALUES(?, ?)",
+                           {(r[9], r[8] or "") for r in rows if r[9]})
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
@@ -208,6 +226,7 @@ class UsageStore:
         self._pruned_day = today
         cutoff_ns = int((now - self.retention_days * 86400) * 1e9)
         cur = self._db.execute("DELETE FROM events WHERE day < ?", (utc_day(cutoff_ns),))
+        self._db.execute("DELETE FROM slots WHERE slot < ?", (_day_start_slot(utc_day(cutoff_ns)),))
         self._db.execute("DELETE FROM sessions WHERE last_ns < ?", (cutoff_ns,))
         self.pruned += cur.rowcount
         return int(cur.rowcount)

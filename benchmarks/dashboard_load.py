@@ -1,0 +1,123 @@
+"""Dashboard load time on a usage store of N model calls (default 100,000): what a page load asks the
+daemon for (the page, its two assets, /v1/usage for 30 and 90 days), over HTTP to a real ingest server
+with the dashboard route, timed from the client. Also `report daily` and `report session` on the store.
+
+The store is synthetic but shaped like real use: 5 agents, 8 models, 2,000 sessions in 60 projects over
+90 days, each session a few hours long (its calls within 3 hours of its start) on one model, its input
+growing call by call as the context does (to 20k-260k tokens, so long-context tiers too), each call with
+cache reads and writes, a tool call per call, a failure in 20."""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from live_support import ThreadedIngest  # noqa: E402
+
+AGENTS = {"claude-code": ("anthropic", ["claude-sonnet-4-5", "claude-opus-4-1", "claude-haiku-4-5"]),
+          "codex": ("openai", ["gpt-5.5", "gpt-5-codex"]), "gemini-cli": ("gcp.gemini", ["gemini-2.5-pro"]),
+          "qwen-code": ("openai", ["qwen3-coder-plus"]), "opencode": ("anthropic", ["claude-sonnet-4-5"])}
+
+
+def build_store(path: Path, calls: int, seed: int = 7) -> None:
+    from collector.usage.store import UsageStore
+
+    rng = random.Random(seed)
+    now = time.time()
+    store = UsageStore(path)
+    batch = []
+    sessions = [(rng.choice(list(AGENTS)), f"s{i:05d}", f"/home/dev/src/project-{i % 60:02d}",
+                 now - rng.uniform(3 * 3600, 90 * 86400)) for i in range(2000)]
+    model_of = {s[1]: rng.choice(AGENTS[s[0]][1]) for s in sessions}
+    peak = {s[1]: rng.randint(20_000, 260_000) for s in sessions}
+    for agent, session, project, start in sessions:
+        batch.append({"event.id": f"start-{session}", "event.name": "session.start", "gen_ai.agent.type": agent,
+                      "time_unix_nano": int(start * 1e9), "gen_ai.session.id": session, "workspace.path": project})
+    for i in range(calls):
+        agent, session, _, start = sessions[rng.randrange(len(sessions))]
+        provider, models = AGENTS[agent]
+        offset = rng.uniform(0, 3 * 3600)
+        t = int((start + offset) * 1e9)
+        inp = int(5_000 + (peak[session] - 5_000) * offset / (3 * 3600))
+        cr, cw = int(inp * 0.7), int(inp * 0.1)
+        common = {"gen_ai.agent.type": agent, "gen_ai.session.id": session, "time_unix_nano": t}
+        batch.append({**common, "event.id": f"c{i}", "event.name": "llm.response", "gen_ai.provider.name": provider,
+                      "gen_ai.response.model": model_of[session], "gen_ai.usage.input_tokens": inp,
+                      "gen_ai.usage.output_tokens": rng.randint(10, 4000),
+                      "gen_ai.usage.cache_read.input_tokens": cr, "gen_ai.usage.cache_creation.input_tokens": cw})
+        batch.append({**common, "event.id": f"t{i}", "event.name": "tool.call", "gen_ai.tool.name": "Bash"})
+        batch.append({**common, "event.id": f"r{i}", "event.name": "tool.result", "gen_ai.tool.name": "Bash",
+                      "tool.result.status": "error" if i % 20 == 0 else "success"})
+        if len(batch) >= 20_000:
+            store.add(batch)
+            batch = []
+    store.add(batch)
+    store.close()
+
+
+def timed_get(port: int, path: str, cookie: str) -> tuple[float, int, int]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    start = time.perf_counter()
+    conn.request("GET", path, headers={"Cookie": cookie, "Sec-Fetch-Site": "same-origin"})
+    answer = conn.getresponse()
+    body = answer.read()
+    elapsed = time.perf_counter() - start
+    conn.close()
+    return elapsed, answer.status, len(body)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--calls", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    from zoneinfo import ZoneInfo
+
+    from collector.dashboard.auth import COOKIE, ensure_token
+    from collector.dashboard.routes import DashboardRoute
+    from collector.paths import Paths
+
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = Paths(Path(tmp) / "home", Path(tmp) / "config", Path(tmp) / "data")
+        store = paths.data_dir / "usage.sqlite"
+        start = time.perf_counter()
+        build_store(store, args.calls)
+        print(f"store: {args.calls:,} calls ({3 * args.calls:,} rows), {store.stat().st_size / 2**20:.0f} MiB, "
+              f"built in {time.perf_counter() - start:.1f} s")
+        cookie = f"{COOKIE}={ensure_token(paths)}"
+        route = DashboardRoute(paths, store, lambda: {"sessions": []}, False, lambda: (ZoneInfo("UTC"), "UTC"))
+        served = ThreadedIngest(routes=[route])
+        try:
+            for days in (30, 90):
+                loads = []
+                for _ in range(args.repeat):
+                    total = 0.0
+                    for path in ("/dashboard", "/dashboard/app.js", "/dashboard/app.css", f"/v1/usage?days={days}"):
+                        elapsed, status, _ = timed_get(served.port, path, cookie)
+                        assert status == 200, (path, status)
+                        total += elapsed
+                    loads.append(total)
+                print(f"page load, {days} days: median {statistics.median(loads) * 1000:.0f} ms, "
+                      f"max {max(loads) * 1000:.0f} ms ({args.repeat} loads)")
+        finally:
+            served.stop()
+        for kind in ("daily", "session"):
+            import subprocess
+
+            start = time.perf_counter()
+            done = subprocess.run([sys.executable, "-m", "collector", "report", kind, "--store", str(store),
+                                   "--timezone", "UTC"], capture_output=True, text=True, check=True)
+            print(f"report {kind}: {time.perf_counter() - start:.2f} s ({len(done.stdout.splitlines())} lines)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""The store's rollup: counted entries summed per quarter hour (UTC), agent, session, model, provider and
+input band, kept up to date in the same transaction as the entries. Reports read it instead of the
+entries: a quarter hour is the finest a time zone needs, and the band is the finest a long-context
+price tier needs, so the sums are exactly what a pass over the entries would give (a test compares).
+
+A band is how many of ``EDGES`` a call's input exceeds; ``EDGES`` holds every tier threshold of the
+bundled price table (a test checks that). A price table with a threshold not in it makes the reports
+fall back to the entries (``usable``), so a new tier is never priced wrong. The rollup is derived data:
+``rebuild`` recomputes it from the entries (a store from before it, or other edges)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+
+SLOT_NS = 900 * 10**9
+EDGES = (32_000, 100_000, 128_000, 199_999, 200_000, 256_000, 272_000, 512_000, 524_288)
+EDGES_KEY = ",".join(map(str, EDGES))
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS slots (
+  slot INTEGER NOT NULL, agent TEXT NOT NULL, session TEXT NOT NULL, model TEXT NOT NULL,
+  provider TEXT NOT NULL, band INTEGER NOT NULL,
+  calls INTEGER NOT NULL, input INTEGER NOT NULL, cache_read INTEGER NOT NULL, cache_write INTEGER NOT NULL,
+  output INTEGER NOT NULL, reasoning INTEGER NOT NULL, tool_calls INTEGER NOT NULL,
+  tool_failures INTEGER NOT NULL, errors INTEGER NOT NULL, agent_cost REAL, agent_cost_calls INTEGER NOT NULL,
+  a_input INTEGER NOT NULL, a_cache_read INTEGER NOT NULL, a_cache_write INTEGER NOT NULL,
+  a_output INTEGER NOT NULL, first_ns INTEGER NOT NULL, last_ns INTEGER NOT NULL,
+  PRIMARY KEY (slot, agent, session, model, provider, band)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS slots_session ON slots(agent, session);
+CREATE TEMP TABLE IF NOT EXISTS incoming (event_id TEXT PRIMARY KEY) WITHOUT ROWID;
+"""
+
+COUNTED = ("(e.name IN ('llm.response', 'tool.call', 'error') "
+           "OR (e.name = 'tool.result' AND e.tool_status = 'error'))")
+_BAND = "(" + " + ".join(f"(e.input > {edge})" for edge in EDGES) + ")"
+_SUMS = """
+  SUM(e.name = 'llm.response'), SUM(e.input), SUM(e.cache_read), SUM(e.cache_write), SUM(e.output),
+  SUM(e.reasoning), SUM(e.name = 'tool.call'), SUM(e.name = 'tool.result'), SUM(e.name = 'error'),
+  SUM(e.agent_cost_usd), COUNT(e.agent_cost_usd),
+  COALESCE(SUM(CASE WHEN e.agent_cost_usd IS NOT NULL THEN e.input END), 0),
+  COALESCE(SUM(CASE WHEN e.agent_cost_usd IS NOT NULL THEN e.cache_read END), 0),
+  COALESCE(SUM(CASE WHEN e.agent_cost_usd IS NOT NULL THEN e.cache_write END), 0),
+  COALESCE(SUM(CASE WHEN e.agent_cost_usd IS NOT NULL THEN e.output END), 0),
+  MIN(e.time_ns), MAX(e.time_ns)"""
+_ADD = ", ".join(f"{c} = {c} + excluded.{c}" for c in (
+    "calls", "input", "cache_read", "cache_write", "output", "reasoning", "tool_calls", "tool_failures", "errors",
+    "agent_cost_calls", "a_input", "a_cache_read", "a_cache_write", "a_output"))
+_UPSERT = f"""
+INSERT INTO slots
+SELECT e.time_ns / {SLOT_NS}, e.agent, COALESCE(e.session, ''), COALESCE(e.model, ''), COALESCE(e.provider, ''),
+       {_BAND}, {_SUMS}
+FROM events e {{join}}
+WHERE {COUNTED}
+GROUP BY 1, 2, 3, 4, 5, 6
+ON CONFLICT(slot, agent, session, model, provider, band) DO UPDATE SET {_ADD},
+  agent_cost = CASE WHEN excluded.agent_cost IS NULL THEN agent_cost
+                    ELSE COALESCE(agent_cost, 0) + excluded.agent_cost END,
+  first_ns = MIN(first_ns, excluded.first_ns), last_ns = MAX(last_ns, excluded.last_ns)
+"""
+
+
+def ensure(db: sqlite3.Connection) -> None:
+    """Create the rollup; (re)build it when the store has entries it does not cover."""
+    db.executescript(SCHEMA)
+    row = db.execute("SELECT value FROM meta WHERE key = 'rollup_edges'").fetchone()
+    if row is None or row[0] != EDGES_KEY:
+        rebuild(db)
+
+
+def rebuild(db: sqlite3.Connection) -> None:
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        db.execute("DELETE FROM slots")
+        db.execute(_UPSERT.format(join=""))
+        db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES('rollup_edges', ?)", (EDGES_KEY,))
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+
+
+def stage(db: sqlite3.Connection, ids: Iterable[str]) -> None:
+    """Before inserting a batch (inside its transaction): remember which of its ids are new."""
+    db.execute("DELETE FROM incoming")
+    db.executemany("INSERT OR IGNORE INTO incoming(event_id) VALUES(?)", ((i,) for i in ids))
+    db.execute("DELETE FROM incoming WHERE event_id IN (SELECT event_id FROM events)")
+
+
+def add_staged(db: sqlite3.Connection) -> None:
+    """After inserting the batch: add the new entries to the rollup."""
+    db.execute(_UPSERT.format(join="JOIN incoming i ON i.event_id = e.event_id"))
+    db.execute("DELETE FROM incoming")
+
+
+def usable(db: sqlite3.Connection, thresholds: Iterable[int]) -> bool:
+    """Can reports read the rollup? (It exists, is current, and the price table's tiers fit its bands.)"""
+    try:
+        row = db.execute("SELECT value FROM meta WHERE key = 'rollup_edges'").fetchone()
+    except sqlite3.Error:
+        return False
+    return row is not None and row[0] == EDGES_KEY and set(thresholds) <= set(EDGES)
+
+
+def representative(band: int) -> int:
+    """An input size inside ``band`` (every tier decision is the same for all of the band's calls)."""
+    return EDGES[band - 1] + 1 if band > 0 else 0

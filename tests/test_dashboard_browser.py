@@ -1,0 +1,193 @@
+"""Headless Chromium (Debian's package) against a real daemon that collected real sessions of all five
+agents: the dashboard shows the store's numbers, a screenshot is kept in tmp/test-artifacts/, and a
+page of another origin (another local server, same site or not) cannot read the dashboard's data."""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import ROOT
+from usage_support import merged_fixtures
+
+from collector.paths import Paths
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+ARTIFACTS = ROOT / "tmp" / "test-artifacts"
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
+    CHROMIUM is None, reason="no chromium on PATH (Debian package `chromium`; scripts/test.sh installs it "
+                             "when CI=true and it runs as root)")]
+
+ATTACK = """<!doctype html><meta charset=utf-8><pre id=out>pending</pre><script>
+const target = new URLSearchParams(location.search).get("target");
+const out = [];
+async function attempt(label, fn) {
+  try { out.push(label + ": read " + (await fn()).slice(0, 300)); }
+  catch (e) { out.push(label + ": blocked " + e.name); }
+}
+(async () => {
+  await attempt("cors", async () => (await fetch(target + "/v1/usage?days=366", {credentials: "include"})).text());
+  await attempt("no-cors", async () => {
+    const r = await fetch(target + "/v1/usage?days=366", {credentials: "include", mode: "no-cors"});
+    return "type=" + r.type + " body=" + (await r.text());
+  });
+  await attempt("page", async () => (await fetch(target + "/dashboard", {credentials: "include"})).text());
+  document.getElementById("out").textContent = out.join("\\n");
+})();
+</script>"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Browser:
+    def __init__(self, tmp: Path) -> None:
+        self.profile = tmp / "chromium-profile"
+        self.env = {**os.environ, "HOME": str(tmp / "chromium-home")}
+
+    def run(self, url: str, *extra: str) -> str:
+        assert CHROMIUM is not None
+        command = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                   "--disable-extensions", f"--user-data-dir={self.profile}", "--virtual-time-budget=8000",
+                   "--window-size=1400,2400", *extra, url]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=self.env)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout
+
+
+def _start_daemon(paths: Paths, port: int) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "AGENT_COLLECTOR_DATA_DIR": str(paths.data_dir),
+           "AGENT_COLLECTOR_CONFIG_DIR": str(paths.config_dir), "AGENT_COLLECTOR_INGEST__PORT": str(port),
+           "AGENT_COLLECTOR_WATCHDOG__ENABLED": "false", "HOME": str(paths.home)}
+    return subprocess.Popen([sys.executable, "-m", "collector", "run", "--home", str(paths.home)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
+
+
+def _wait_collected(paths: Paths, daemon: subprocess.Popen[bytes]) -> int:
+    """Until the store stops growing (every source read to its end)."""
+    store = paths.data_dir / "usage.sqlite"
+    last, stable, deadline = -1, 0, time.time() + 60
+    while time.time() < deadline and stable < 3:
+        assert daemon.poll() is None, daemon.stderr.read().decode()[-2000:] if daemon.stderr else ""
+        time.sleep(0.5)
+        try:
+            db = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+            count = db.execute("SELECT COUNT(*) FROM events").fetchone()[0]
+            db.close()
+        except sqlite3.Error:
+            continue
+        stable = stable + 1 if count == last and count > 0 else 0
+        last = count
+    assert stable >= 3, "the daemon did not finish collecting"
+    return last
+
+
+def _shown(dom: str) -> dict[str, str]:
+    return {k: html.unescape(v) for k, v in re.findall(r'data-k="([^"]+)"[^>]*>([^<]*)<', dom)}
+
+
+def _store_by_agent(paths: Paths) -> dict[str, dict[str, int]]:
+    db = sqlite3.connect(paths.data_dir / "usage.sqlite")
+    rows = db.execute("""SELECT agent, SUM(name='llm.response'), SUM(input - cache_read - cache_write),
+                                SUM(cache_read), SUM(cache_write), SUM(output), SUM(name='tool.call'),
+                                SUM(name='tool.result' AND tool_status='error')
+                         FROM events GROUP BY agent""").fetchall()
+    fields = ("calls", "uncached_input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens",
+              "tool_calls", "tool_failures")
+    return {r[0]: dict(zip(fields, r[1:], strict=True)) for r in rows}
+
+
+@pytest.fixture
+def daemon(tmp_path: Path) -> Any:
+    paths = merged_fixtures(tmp_path / "fixtures")
+    port = _free_port()
+    process = _start_daemon(paths, port)
+    try:
+        _wait_collected(paths, process)
+        yield paths, port
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+
+
+def _serve_attack(folder: Path) -> tuple[ThreadingHTTPServer, int]:
+    folder.mkdir()
+    (folder / "attack.html").write_text(ATTACK)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(SimpleHTTPRequestHandler, directory=str(folder)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, int(server.server_address[1])
+
+
+def test_dashboard_in_chromium(daemon: tuple[Paths, int], tmp_path: Path) -> None:
+    from collector.dashboard.auth import read_token
+
+    paths, port = daemon
+    token = read_token(paths)
+    assert token
+    browser = Browser(tmp_path)
+    base = f"http://127.0.0.1:{port}"
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shot = ARTIFACTS / "dashboard.png"
+    shot.unlink(missing_ok=True)
+    browser.run(f"{base}/dashboard/login?key={token}&next=/dashboard?days=366", f"--screenshot={shot}")
+    assert shot.stat().st_size > 20_000
+
+    dom = browser.run(f"{base}/dashboard?days=366", "--dump-dom")
+    assert 'data-loaded="1"' in dom, dom[-3000:]
+    shown = _shown(dom)
+    truth = _store_by_agent(paths)
+    assert set(truth) == {"claude-code", "codex", "gemini-cli", "qwen-code", "opencode"}
+    for agent, numbers in truth.items():
+        for field, value in numbers.items():
+            assert shown[f"agent:{agent}:{field}"] == f"{value:,}", (agent, field)
+    assert shown["total:calls"] == f"{sum(n['calls'] for n in truth.values()):,}"
+    from usage_support import report
+
+    costs = {r["key"]: r["cost_usd"] for r in report(paths, "agent")["rows"]}
+    for agent, cost in costs.items():
+        cell = shown[f"agent:{agent}:cost_usd"]
+        assert cell == ("unpriced" if cost is None else f"${cost:.4f}" if cost < 1 else f"${cost:,.2f}"), agent
+    assert shown["sessions:count"] != "0", "the daemon's live sessions are listed"
+    assert dom.count('data-k="failure"') >= 5, "the failing_command cases' tool failures are listed"
+
+    attack, attack_port = _serve_attack(tmp_path / "attacker")
+    try:
+        for origin in (f"http://127.0.0.1:{attack_port}", f"http://localhost:{attack_port}"):
+            page = browser.run(f"{origin}/attack.html?target={base}", "--dump-dom")
+            out = html.unescape(re.search(r'<pre id="out">(.*?)</pre>', page, re.S).group(1))  # type: ignore[union-attr]
+            assert "cors: blocked" in out and "page: blocked" in out, out
+            assert "no-cors: read type=opaque body=\n" in out + "\n", "an opaque answer: nothing readable"
+            assert '"calls"' not in out and "claude-code" not in out
+    finally:
+        attack.shutdown()
+    assert 'data-loaded="1"' in browser.run(f"{base}/dashboard?days=366", "--dump-dom"), \
+        "the cookie was in the browser all along: the attack had it and still read nothing"
+    import http.client
+    import json
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request("GET", "/v1/status")
+    counts = json.loads(conn.getresponse().read())["ingest"]["requests"]
+    conn.close()
+    assert counts.get("rejected_403", 0) >= 4, counts
