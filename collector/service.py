@@ -21,6 +21,7 @@ import logging
 import os
 import signal
 import socket
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -60,6 +61,7 @@ log = logging.getLogger("collector")
 
 T = TypeVar("T")
 Progress = Callable[[str, int], None]  # (source name, records so far)
+PRUNE_EVERY_S = 3600.0  # how often the daemon forgets dedupe ids older than collector.seen_retention_days
 RETRY_HELD_S = 1.0  # how often a batch an exporter refused is offered again
 WORKER_JOIN_S = 1.5  # how long a stop waits for the worker to reach a batch boundary
 EXPORTERS_SHUTDOWN_S = 2.5  # budget for every exporter's shutdown together (queues drain meanwhile)
@@ -95,6 +97,7 @@ class Service:
         self._stopped: Callable[[], None] = lambda: None  # tells the loop the daemon is stopping
         self.state_lock = threading.RLock()  # held by the worker while it changes pipeline state
         self.delivery: Delivery | None = None
+        self._pruned_at = 0.0
         self._watch_dirs: list[str] = []  # published by the worker, read by the file-event task
         self._lock_fd: int | None = None
         self._store: CheckpointStore | None = None
@@ -110,6 +113,7 @@ class Service:
         self._take_lock()
         self._repair_modes()
         self._store = CheckpointStore(self.paths.state_dir / "checkpoints.sqlite")
+        self._prune_seen()
         loaded = load_agents(self.paths.agents_override_dir)
         for problem in loaded.problems:
             log.error("agent definition skipped: %s", problem)
@@ -212,6 +216,18 @@ class Service:
                 self._close_idle_sessions(result)
         self._write_status()
         return result
+
+    def _prune_seen(self) -> None:
+        """Dedupe ids expire after ``collector.seen_retention_days`` (at start-up, then hourly)."""
+        assert self._store is not None
+        self._pruned_at = time.monotonic()
+        try:
+            gone = self._store.prune_seen(self.config.collector.seen_retention_days * 86400.0)
+        except sqlite3.Error as exc:  # a full disk: next time
+            log.warning("cannot prune the dedupe ids: %s", exc)
+            return
+        if gone:
+            log.info("forgot %d dedupe ids older than %d days", gone, self.config.collector.seen_retention_days)
 
     def _retry_held(self, result: CycleResult) -> bool:
         assert self.delivery is not None
@@ -374,6 +390,8 @@ class Service:
             while not self._stop.is_set():
                 self._wake.clear()
                 result = loop.run_until_complete(self._cycle())
+                if time.monotonic() - self._pruned_at >= PRUNE_EVERY_S:
+                    self._prune_seen()
                 self._watch_dirs = self._current_watch_dirs()
                 if result.blocked is not None:
                     self._stop.wait(RETRY_HELD_S)

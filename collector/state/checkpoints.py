@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,10 +38,11 @@ class Commit:
 
 
 class CheckpointStore:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, clock: Callable[[], float] = time.time) -> None:
         private_dir(path.parent)
         create_private(path)  # before SQLite: its -wal and -shm files take the database's mode
         self.path = path
+        self.clock = clock  # when an id was seen: its expiry (prune_seen) counts from here
         self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
@@ -74,7 +75,7 @@ class CheckpointStore:
         return found
 
     def commit(self, change: Commit) -> None:
-        now = time.time()
+        now = self.clock()
         db = self._db
         db.execute("BEGIN IMMEDIATE")
         try:
@@ -97,8 +98,13 @@ class CheckpointStore:
             raise
 
     def prune_seen(self, older_than_s: float) -> int:
-        cur = self._db.execute("DELETE FROM seen WHERE at < ?", (time.time() - older_than_s,))
+        """Forget the ids delivered more than ``older_than_s`` ago (``collector.seen_retention_days``): a
+        record read again after that long counts as new. Returns how many went."""
+        cur = self._db.execute("DELETE FROM seen WHERE at < ?", (self.clock() - older_than_s,))
         return cur.rowcount
+
+    def seen_count(self) -> int:
+        return int(self._db.execute("SELECT count(*) FROM seen").fetchone()[0])
 
     def put(self, values: Mapping[str, Any]) -> None:
         self.commit(Commit(kv=dict(values)))
