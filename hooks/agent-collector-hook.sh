@@ -1,9 +1,11 @@
 #!/bin/sh
 # agent-collector hook: append one line per hook call to the spool, and nothing else.
 #
-#   sh agent-collector-hook.sh <agent-id> <EventName> <spool-dir>           (payload on stdin)
-#   sh agent-collector-hook.sh <agent-id> <EventName> <spool-dir> '<json>'  (payload as last argv:
-#                                                                            Codex `notify`)
+#   bash agent-collector-hook.sh <agent-id> <EventName> <spool-dir>           (payload on stdin)
+#   bash agent-collector-hook.sh <agent-id> <EventName> <spool-dir> '<json>'  (payload as last argv:
+#                                                                              Codex `notify`)
+# (`install` writes it with bash where there is one; started by another sh it re-executes itself with
+# bash, which costs one more process start.)
 #
 # Line written to <spool-dir>/<agent>/<agent>-YYYY-MM-DD.jsonl (UTC day):
 #   {"ts":<epoch s.fraction>,"agent":"<id>","event":"<EventName>","payload":<payload text>}
@@ -12,15 +14,17 @@
 #   keeps a payload that is not valid JSON as a string ("payload_raw"), counted, without touching the
 #   lines around it; an empty or all-blank input is written as null;
 # - when it gives up it appends {"ts":..,"agent":..,"event":..,"dropped":"<reason>"} instead, which the
-#   daemon counts (status: hook_dropped): the input did not end within the time cap
-#   ($AGENT_COLLECTOR_HOOK_TIMEOUT seconds, default 2), or the agent killed it (TERM/INT/HUP).
-# Cost: under bash 5 (the script re-executes itself with bash when it was started by another sh) the
-# clock is $EPOCHREALTIME and the date printf's %(...)T, stdin is read by the `read` builtin with a
-# timeout, and a line below 4096 bytes is appended by one builtin printf: no program is started at all.
-# A bigger payload starts `timeout tr` to read the rest and `dd` to append the line; the line is written
-# by ONE write(2) on an O_APPEND descriptor (dd with a block larger than the line), which Linux never
-# interleaves with another writer's line on a local file system, so there is no lock (the tests run
-# 300 writers of 100 KB, 16 at once). Time is linear in the payload size.
+#   daemon counts (status: hook_dropped): "timeout" (the input did not end within the time cap,
+#   $AGENT_COLLECTOR_HOOK_TIMEOUT seconds, default 2), "signal" (the agent killed it: TERM/INT/HUP) or
+#   "error" (tr or timeout(1) failed).
+# Cost: under bash 5 no program is started for a payload below 4096 bytes: the clock is $EPOCHREALTIME
+# (the receive time stays with the event), the UTC day printf's %(...)T, stdin is one `read -N`, the
+# line one builtin printf. The time cap is a forked bash (no program) that sends ALRM at the cap and ends
+# as soon as this process does. A bigger payload never enters bash: `timeout tr` streams the rest of
+# stdin into `dd`, which writes the line once, at the end of its input. Every line is ONE write(2) on an
+# O_APPEND descriptor, which Linux never interleaves with another writer's line on a local file system,
+# so there is no lock (tests/test_hook_script.py checks the single write with strace and runs 300 hooks
+# of 100 KB, 16 at once). Time is linear in the payload size.
 # Without bash 5 (macOS's bash 3.2, busybox) it falls back to `date` for the clock, `tr` for the
 # payload and a lock (flock(1), else an atomic mkdir lock with stale-lock breaking) around the append;
 # after ~2 s without the lock the line goes to <spool-dir>/<agent>/pending/<ts>-<pid>.json and the next
@@ -142,11 +146,12 @@ if [ -z "${BASH_VERSION:-}" ] || [ -z "${EPOCHREALTIME:-}" ]; then
 
     payload=$(read_payload "$@")
     case $? in
-      124 | 137) line="$head,\"dropped\":\"timeout\"}" ;;
-      *)
+      0)
         case $payload in *[![:space:]]*) ;; *) payload=null ;; esac
         line="$head,\"payload\":$payload}"
         ;;
+      124 | 137) line="$head,\"dropped\":\"timeout\"}" ;;
+      *) line="$head,\"dropped\":\"error\"}" ;;  # tr or timeout(1) failed
     esac
 
     if [ -z "${AGENT_COLLECTOR_HOOK_NO_FLOCK:-}" ] && command -v flock >/dev/null 2>&1; then
@@ -215,12 +220,14 @@ write_stream() {  # a big payload never enters bash: the rest of stdin goes thro
   writer=$!  # dd writes once, at the end of its input: only after "}\n", or never (killed)
   (
     printf '%s' "$head,\"payload\":$payload"
-    if capped tr '\r\n' '  '; then
-      printf '}\n'
-    else
-      kill -KILL "$writer"
-      printf '%s' "$head,\"dropped\":\"timeout\"}"$'\n' >>"$target"
-    fi
+    capped tr '\r\n' '  '
+    case $? in
+      0) printf '}\n' ; exit ;;
+      124 | 137) reason=timeout ;;
+      *) reason=error ;;  # tr or timeout(1) failed
+    esac
+    kill -KILL "$writer"
+    printf '%s' "$head,\"dropped\":\"$reason\"}"$'\n' >>"$target"
   ) >&"$out" {watch}>&-
   exec {out}>&-
   wait "$writer"

@@ -459,3 +459,18 @@ def test_the_daemon_counts_what_the_hook_dropped_or_could_not_parse_and_keeps_th
     assert alone and alone <= {e["event.id"] for e in output}  # every record of the fixture, next to the odd lines
     status = json.loads((paths.state_dir / "status.json").read_text())["sources"]["claude-code:hooks"]
     assert status[DROPPED] == 1 and status[PAYLOAD_INVALID] == 1
+
+
+def test_a_big_payload_without_tr_is_dropped_and_counted_not_half_written(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("bash", "dd", "timeout", "mkdir"):  # no tr on this PATH
+        found = shutil.which(tool)
+        assert found is not None
+        (bin_dir / tool).symlink_to(found)
+    body = json.dumps({"blob": "x" * 10_000}).encode()
+    result = subprocess.run([str(bin_dir / "bash"), str(HOOK), "claude-code", "PostToolUse", str(tmp_path)],
+                            input=body, capture_output=True, env={"PATH": str(bin_dir)}, timeout=30)
+    assert result.returncode == 0 and result.stdout == b"" and result.stderr == b""
+    lines = day_file(tmp_path, "claude-code").read_bytes().splitlines()
+    assert [json.loads(line)["dropped"] for line in lines] == ["error"]
