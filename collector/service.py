@@ -46,6 +46,7 @@ from collector.paths import Paths
 from collector.pipeline.content_policy import ContentKeyError, policy_for
 from collector.pipeline.correlate import Correlator
 from collector.pipeline.processor import AgentSettings, Pipeline
+from collector.pipeline.quarantine import Quarantine, quarantine_dir
 from collector.pipeline.status import SessionStatusTracker
 from collector.plugins import check_definition, load_agents
 from collector.sources.base import Position, Source
@@ -191,7 +192,8 @@ class Service:
         self.status = SessionStatusTracker({k: d.status_rules for k, d in self.definitions.items()},
                                                          digest=content.digest_value)
         self._pipeline = Pipeline(agents, resource, self._store.seen, correlator,
-                                  self.config.masking.enabled, self.status, content)
+                                  self.config.masking.enabled, self.status, content,
+                                  Quarantine(quarantine_dir(self.paths)))
 
     def _build_sources(self) -> None:
         assert self._store is not None
@@ -208,7 +210,7 @@ class Service:
     async def collect_once(self, progress: Progress | None = None) -> CycleResult:
         """Read every source to its end; stop early when a batch is held (an exporter refused it)."""
         result = CycleResult()
-        if self._retry_held(result):
+        if self._retry_held(result) and self._retry_quarantined(result):
             for source in list(self.sources):
                 if not await self._drain(source, result, progress):
                     break
@@ -228,6 +230,11 @@ class Service:
             return
         if gone:
             log.info("forgot %d dedupe ids older than %d days", gone, self.config.collector.seen_retention_days)
+
+    def _retry_quarantined(self, result: CycleResult) -> bool:
+        """Records a ``quarantine retry`` asked for go through the pipeline again, first."""
+        records = self._pipeline.retry_quarantined() if self._pipeline is not None else []
+        return not records or self._flush(records, {}, result)
 
     def _retry_held(self, result: CycleResult) -> bool:
         assert self.delivery is not None
@@ -462,6 +469,7 @@ class Service:
                 "records": pipeline.stats.records, "entries": pipeline.stats.entries,
                 "duplicates": pipeline.stats.duplicates, "parse_errors": pipeline.stats.parse_errors,
                 "by_event": pipeline.stats.by_event},
+            "quarantine": {} if pipeline is None else pipeline.quarantine.stats(),
             "exporters": {e.name: e.stats() for e in self.exporters},
             "delivery": {} if self.delivery is None else self.delivery.status(),
         }

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from collector.model import AgentActivityEntry, RawRecord, event_id
@@ -12,20 +13,31 @@ from collector.model.entry import payload_digest as payload_digest  # re-exporte
 
 
 def iso_to_ns(value: Any) -> int | None:
-    """ISO 8601 (``2026-11-30T11:15:34.887Z``) or epoch seconds/milliseconds to epoch nanoseconds."""
+    """ISO 8601 (``2026-11-30T11:15:34.887Z``) or an epoch number to epoch nanoseconds. Numbers are taken
+    as seconds, milliseconds, microseconds or nanoseconds by their size; 0, negative, not finite or
+    unparsable values are missing (None). The pipeline's boundary checks the range."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        seconds = value / 1000 if value > 1e11 else value
-        return int(seconds * 1_000_000_000)
+        return _epoch_number_to_ns(value)
     if not isinstance(value, str) or not value:
         return None
     try:
         dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
+        if dt.tzinfo is None:
+            dt = dt.replace(tzinfo=UTC)
+        seconds = int(dt.timestamp())
+    except (ValueError, OverflowError, OSError):
         return None
-    return int(dt.timestamp()) * 1_000_000_000 + dt.microsecond * 1000
+    ns = seconds * 1_000_000_000 + dt.microsecond * 1000
+    return ns if ns > 0 else None
 
 
-
+def _epoch_number_to_ns(value: float) -> int | None:
+    if not math.isfinite(value) or value <= 0:
+        return None
+    for limit, scale in ((1e11, 1_000_000_000), (1e14, 1_000_000), (1e17, 1_000)):
+        if value < limit:  # 1e11 s is the year 5138; 1e14 ms and 1e17 us are the same instant
+            return int(value * scale) if isinstance(value, float) else value * scale
+    return int(value)
 
 
 class HookEnvelope:

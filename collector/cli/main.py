@@ -17,6 +17,7 @@ from collector.cli import (
     deploy_cmd,
     doctor_cmd,
     live_cmd,
+    quarantine_cmd,
     report_cmd,
     service_cmd,
     status_cmd,
@@ -25,7 +26,7 @@ from collector.cli.common import fail
 
 # Command modules, each with register(subparsers).
 COMMAND_MODULES = (collect_cmd, agents_cmd, deploy_cmd, status_cmd, config_cmd, live_cmd, report_cmd, doctor_cmd,
-                   dashboard_cmd, service_cmd)
+                   dashboard_cmd, service_cmd, quarantine_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

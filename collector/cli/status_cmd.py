@@ -137,6 +137,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         print()
         print_table(("EXPORTER", "STATS"),
                     [(n, ", ".join(f"{k}={v}" for k, v in s.items())) for n, s in sorted(exporters.items())])
+    _print_quarantine(status.get("quarantine") or {})
     if "watchdog" in status:
         print()
         _print_watchdog(status["watchdog"])
@@ -183,6 +184,15 @@ def _print_delivery(delivery: dict[str, Any]) -> None:
               "no position moves until it accepts (a full disk: free some space)")
     for name, count in sorted((delivery.get("rejected") or {}).items()):
         print(f"delivery: {name} refused {count} entries for good (see the log)")
+
+
+def _print_quarantine(quarantine: dict[str, Any]) -> None:
+    rows = [(source, why, n) for source, reasons in sorted(quarantine.get("by_source", {}).items())
+            for why, n in sorted(reasons.items())]
+    if rows:
+        print()
+        print_table(("QUARANTINED FROM", "STAGE: REASON", "RECORDS"), rows)
+        print("(agent-collector quarantine list | retry)")
 
 
 def _ago(ns: int | None) -> str:

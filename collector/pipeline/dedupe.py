@@ -29,6 +29,11 @@ class Deduper:
             out.append(entry)
         return out
 
+    def forget(self, ids: Iterable[str]) -> None:
+        """Ids of a record that was quarantined after all: a retry must not be taken for a duplicate."""
+        for eid in ids:
+            self._recent.pop(eid, None)
+
     def _remember(self, eid: str) -> None:
         self._recent[eid] = None
         if len(self._recent) > RECENT:

@@ -1,6 +1,8 @@
 """The pipeline proper: raw records in, finished entries out.
 
-parse (agent parser) -> dedupe -> enrich -> correlate -> status -> content policy -> masking.
+boundary check -> parse (agent parser) -> dedupe -> boundary check -> enrich -> correlate -> status ->
+content policy -> masking -> encode check.
+A record failing at any stage is quarantined (collector.pipeline.quarantine); its neighbours go on.
 Nothing here knows a particular agent; parsers are looked up by the record's agent.
 """
 
@@ -9,16 +11,21 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
+
+import orjson
 
 from collector.agents import Parser
 from collector.model import RawRecord
+from collector.pipeline.boundary import check_entry, check_record
 from collector.pipeline.content_policy import ContentPolicy
 from collector.pipeline.correlate import Correlator
 from collector.pipeline.dedupe import Deduper
 from collector.pipeline.masking import mask_entry
+from collector.pipeline.quarantine import Quarantine, describe
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 
 class StatusObserver(Protocol):
@@ -44,6 +51,7 @@ class PipelineStats:
     duplicates: int = 0
     parse_errors: int = 0
     unknown_agent: int = 0
+    quarantined: int = 0
     by_event: dict[str, int] = field(default_factory=dict)
 
 
@@ -63,6 +71,7 @@ class Pipeline:
         masking: bool = True,
         status: StatusObserver | None = None,
         content: ContentPolicy | None = None,
+        quarantine: Quarantine | None = None,
     ) -> None:
         self.agents = agents
         self.resource = resource
@@ -72,8 +81,12 @@ class Pipeline:
         self.status = status
         self.content = content if content is not None else ContentPolicy.ephemeral()
         self.stats = PipelineStats()
+        self.quarantine = quarantine or Quarantine(None)
+        self._stage = "parse"  # where the record being processed is, for the quarantine's reason
 
     def process(self, records: Iterable[RawRecord]) -> Output:
+        """Every record is processed on its own guard: one that fails at any stage goes to the quarantine
+        (with the stage and the reason) and the batch goes on without it."""
         parsed: list[tuple[RawRecord, list[dict[str, Any]]]] = []
         paths: list[tuple[str, str]] = []
         for record in records:
@@ -82,56 +95,100 @@ class Pipeline:
             if settings is None:
                 self.stats.unknown_agent += 1
                 continue
+            done = self._guarded(record, self._parse, settings, record)
+            if done is None:
+                continue
+            record, entries = done
             if record.kind == "hook" and settings.path_fields:
                 paths.extend(_discovered(record, settings.path_fields))
-            parsed.append((record, [e.to_dict() for e in self._parse(settings, record)]))
+            parsed.append((record, entries))
         fresh_ids = {e["event.id"] for e in self.deduper.fresh([e for _, es in parsed for e in es])}
         out: list[dict[str, Any]] = []
         for record, entries in parsed:
-            emitted = False
-            for entry in entries:
-                if entry["event.id"] not in fresh_ids:
-                    self.stats.duplicates += 1
-                    continue
-                fresh_ids.discard(entry["event.id"])  # a second copy within the batch is a duplicate too
-                out.append(self._finish(entry))
-                emitted = True
-                self._observe_status(out, entry, record)
-            if not emitted and record.kind == "hook" and self.status is not None:
-                self._emit_status(out, self.status.observe_record(record))
+            made = self._guarded(record, self._finish_record, record, entries, fresh_ids)
+            if made is None:
+                self.deduper.forget(e["event.id"] for e in entries)
+            else:
+                out.extend(made)
         return Output(out, paths)
 
     def finish(self, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Entries made by the collector itself (the idle rule): deduped and finished like parsed ones."""
-        return [self._finish(e) for e in self.deduper.fresh(entries)]
+        out = []
+        for entry in self.deduper.fresh(entries):
+            try:
+                out.append(self._finish(entry))
+            except Exception as exc:  # noqa: BLE001 - one bad entry must not stop the rest
+                log.warning("%s entry %s dropped at %s: %r", entry.get("event.name"), entry.get("event.id"),
+                            self._stage, exc)
+        return out
+
+    def retry_quarantined(self) -> list[RawRecord]:
+        """The quarantined records a ``quarantine retry`` asked for, to go through ``process`` again."""
+        return self.quarantine.due()
+
+    def _guarded(self, record: RawRecord, step: Callable[..., _T], *args: Any) -> _T | None:
+        self._stage = "parse"
+        try:
+            return step(*args)
+        except Exception as exc:  # noqa: BLE001 - a bad record must not stop its neighbours
+            self.stats.quarantined += 1
+            if self._stage == "parse":
+                self.stats.parse_errors += 1
+            settings = self.agents.get(record.agent)
+            self.quarantine.add(record, self._stage, describe(exc), bool(settings and settings.capture))
+            return None
+
+    def _parse(self, settings: AgentSettings, record: RawRecord) -> tuple[RawRecord, list[dict[str, Any]]]:
+        """The record as the boundary let it in, and the entries its parser made."""
+        self._stage = "boundary"
+        record = check_record(record)
+        self._stage = "parse"
+        return record, [e.to_dict() for e in settings.parser(record)]
+
+    def _finish_record(self, record: RawRecord, entries: list[dict[str, Any]],
+                       fresh_ids: set[str]) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        emitted = False
+        for entry in entries:
+            if entry["event.id"] not in fresh_ids:
+                self.stats.duplicates += 1
+                continue
+            fresh_ids.discard(entry["event.id"])  # a second copy within the batch is a duplicate too
+            out.append(self._finish(entry))
+            emitted = True
+            self._observe_status(out, entry, record)
+        if not emitted and record.kind == "hook" and self.status is not None:
+            self._stage = "status"
+            self._emit_status(out, self.status.observe_record(record))
+        return out
 
     def _observe_status(self, out: list[dict[str, Any]], entry: dict[str, Any], record: RawRecord) -> None:
         if self.status is not None:
+            self._stage = "status"
             self._emit_status(out, self.status.observe(entry, record if record.kind == "hook" else None))
 
     def _emit_status(self, out: list[dict[str, Any]], extra: list[dict[str, Any]]) -> None:
         out.extend(self._finish(e) for e in self.deduper.fresh(extra))
 
-    def _parse(self, settings: AgentSettings, record: RawRecord) -> list[Any]:
-        try:
-            return settings.parser(record)
-        except Exception as exc:  # a parser bug must not stop the neighbours
-            self.stats.parse_errors += 1
-            log.warning("%s %s record at %s:%s could not be parsed: %r", record.agent, record.kind,
-                        record.meta.get("path", record.source_id), record.position, exc)
-            return []
-
     def _finish(self, entry: dict[str, Any]) -> dict[str, Any]:
+        self._stage = "boundary"
+        check_entry(entry)
         agent = entry["gen_ai.agent.type"]
         settings = self.agents.get(agent)
         for key, value in self.resource.items():
             entry.setdefault(key, value)
         if settings and settings.provider and _calls_the_model(entry):
             entry.setdefault("gen_ai.provider.name", settings.provider)
+        self._stage = "correlate"
         self.correlator.apply(entry)
+        self._stage = "policy"
         self.content.apply(entry, settings.capture if settings else False)
         if self.masking:
+            self._stage = "mask"
             mask_entry(entry)
+        self._stage = "encode"
+        orjson.dumps(entry)  # what every exporter does first: an entry it cannot encode stops here
         self.stats.entries += 1
         name = entry["event.name"]
         self.stats.by_event[name] = self.stats.by_event.get(name, 0) + 1

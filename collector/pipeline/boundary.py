@@ -1,0 +1,219 @@
+"""Types and ranges, checked once where data enters the pipeline, so no later stage meets a surprise.
+
+Two checks, both applied by the pipeline to every agent's records and entries (parsers need no checks of
+their own):
+
+- ``check_record``: before any parser or digest walks a record, its nesting depth and number of values are
+  measured without recursion; a record deeper than ``MAX_DEPTH`` or larger than ``MAX_NODES`` is refused.
+- ``check_entry``: after parsing, every field of the schema gets its type: ids and names are strings
+  (numbers are converted, anything else is refused), token counts and lengths are integers in
+  ``[0, 2**53)`` (exact for every JSON reader; sums stay within 64 bits), durations and costs finite
+  non-negative numbers, enums one of their values, other values no deeper than ``MAX_DEPTH`` (integers
+  beyond int64 become strings). A refused optional field is dropped and named in
+  ``collector.invalid_fields`` (field and reason, never the value); a refused field an event cannot do
+  without raises ``Refused``. Times outside ``(1970-01-01, a year from now]`` are replaced by the
+  observed time, and ``collector.time_replaced`` says why.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import replace
+from typing import Any
+
+from collector.model.raw import RawRecord
+
+MAX_DEPTH = 64
+MAX_NODES = 1_000_000
+INT64_MAX = 2**63 - 1
+MAX_COUNT = 2**53 - 1  # token counts: exact in every JSON reader, and sums over a session stay in int64
+MIN_TIME_NS = 1  # 0 (1970-01-01T00:00:00Z) is how writers say "no time": missing, the observed time stands
+MAX_FUTURE_NS = 366 * 86_400 * 10**9
+MAX_DURATION_MS = 366 * 86_400 * 1000
+
+STRING_FIELDS = frozenset({
+    "user.id", "host.name", "gen_ai.agent.type", "gen_ai.agent.id", "gen_ai.session.id", "gen_ai.turn.id",
+    "gen_ai.provider.name", "gen_ai.operation.name", "gen_ai.request.model", "gen_ai.response.model",
+    "gen_ai.request.id", "gen_ai.response.id", "gen_ai.tool.name", "gen_ai.tool.call.id", "gen_ai.tool.type",
+    "tool.approve.decision", "error.type", "gen_ai.subagent.type", "gen_ai.subagent.parent_tool_call.id",
+    "gen_ai.subagent.id", "session.source", "session.reason", "prompt.origin", "compaction.trigger",
+    "workspace.path", "source.kind", "agent.hook_event_name", "agent.model", "error.message",
+})
+COUNT_FIELDS = frozenset({
+    "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens", "gen_ai.usage.cache_read.input_tokens",
+    "gen_ai.usage.cache_creation.input_tokens", "gen_ai.usage.reasoning_tokens", "gen_ai.usage.total_tokens",
+    "gen_ai.request.max_tokens", "compaction.pre_tokens", "http.response.status_code",
+})
+NUMBER_FIELDS = frozenset({"gen_ai.usage.cost_usd", "duration_ms"})
+ENUM_FIELDS: dict[str, frozenset[str | None]] = {
+    "gen_ai.agent.scope": frozenset({"subagent"}),
+    "tool.result.status": frozenset({"success", "error", "cancelled", "unknown"}),
+    "session.status": frozenset({"idle", "running", "waiting_for_input", "ready_for_review", "closed", "error"}),
+    "session.previous_status": frozenset({"idle", "running", "waiting_for_input", "ready_for_review", "closed",
+                                          "error", None}),
+}
+STRING_LIST_FIELDS = frozenset({"gen_ai.response.finish_reasons"})
+LIST_FIELDS = frozenset({"gen_ai.input.messages", "gen_ai.output.messages"})
+# Fields an event cannot do without (the schema's conditional requirements).
+REQUIRED_BY_EVENT = {
+    "tool.call": ("gen_ai.tool.call.id",),
+    "tool.result": ("gen_ai.tool.call.id", "tool.result.status"),
+    "session.status": ("session.status",),
+}
+OURS = frozenset({"schema.version", "event.id", "event.name", "time_unix_nano", "observed_time_unix_nano"})
+
+
+class Refused(Exception):
+    """The record or entry cannot be made valid; it goes to quarantine with this reason."""
+
+
+def shape(value: Any, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NODES) -> str | None:
+    """Why ``value`` is too deep or too large to walk, or None. Iterative: never recurses itself."""
+    return _scan(value, max_depth, max_nodes)[0]
+
+
+def _scan(value: Any, max_depth: int, max_nodes: int) -> tuple[str | None, bool]:
+    """(problem, whether some value needs making safe: an integer outside int64, a float that is not
+    finite, a key that is not a string)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    nodes = 0
+    unsafe = False
+    while stack:
+        item, depth = stack.pop()
+        nodes += 1
+        if nodes > max_nodes:
+            return f"more than {max_nodes} values", unsafe
+        if isinstance(item, dict):
+            unsafe = unsafe or not all(isinstance(k, str) for k in item)
+            children: Any = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            if isinstance(item, int) and not isinstance(item, bool):
+                unsafe = unsafe or not -INT64_MAX - 1 <= item <= INT64_MAX
+            elif isinstance(item, float):
+                unsafe = unsafe or not math.isfinite(item)
+            continue
+        if depth > max_depth:
+            return f"nested deeper than {max_depth}", unsafe
+        stack.extend((child, depth + 1) for child in children)
+    return None, unsafe
+
+
+def check_record(record: RawRecord) -> RawRecord:
+    """The record itself if every walker can take it; a copy with unsafe values made safe (integers
+    beyond int64 and non-finite floats as strings, keys as strings); ``Refused`` if too deep or large."""
+    problem, unsafe = _scan(record.data, MAX_DEPTH, MAX_NODES)
+    if problem:
+        raise Refused(problem)
+    return replace(record, data=within_int64(record.data)) if unsafe else record
+
+
+def check_entry(entry: dict[str, Any]) -> dict[str, Any]:
+    """Give every known field its type (see the module docstring); returns ``entry``, changed in place."""
+    invalid: list[str] = []
+    _check_time(entry)
+    for key in [k for k in entry if k not in OURS]:
+        value, problem = _checked(key, entry[key])
+        if problem is None:
+            entry[key] = value
+        else:
+            del entry[key]
+            invalid.append(f"{key}: {problem}")
+    duration = entry.get("duration_ms")
+    if duration is not None and duration > min(entry["time_unix_nano"] // 1_000_000, MAX_DURATION_MS):
+        del entry["duration_ms"]  # it would start before 1970, or run for more than a year
+        invalid.append("duration_ms: longer than a year or than the time since 1970")
+    missing = [k for k in REQUIRED_BY_EVENT.get(entry["event.name"], ()) if k not in entry]
+    if missing:
+        raise Refused(f"{entry['event.name']} without a valid {', '.join(missing)} ({'; '.join(invalid)})")
+    if invalid:
+        entry["collector.invalid_fields"] = invalid
+    return entry
+
+
+def valid_time(value: Any, observed_ns: int) -> bool:
+    """Epoch nanoseconds after 1970-01-01T00:00:00 up to a year after the later of now and ``observed_ns``."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < MIN_TIME_NS:
+        return False
+    return value <= max(observed_ns, time.time_ns()) + MAX_FUTURE_NS
+
+
+def _check_time(entry: dict[str, Any]) -> None:
+    observed = entry.get("observed_time_unix_nano")
+    if not (isinstance(observed, int) and 0 < observed <= INT64_MAX):
+        raise Refused("observed_time_unix_nano is not a time")
+    if not valid_time(entry.get("time_unix_nano"), observed):
+        entry["time_unix_nano"] = observed
+        entry["collector.time_replaced"] = "out_of_range"
+
+
+def _checked(key: str, value: Any) -> tuple[Any, str | None]:
+    if key in STRING_FIELDS:
+        return _as_string(value)
+    if key in COUNT_FIELDS or key.endswith(".length"):
+        return _as_count(value)
+    if key in NUMBER_FIELDS:
+        return _as_number(value)
+    if key in ENUM_FIELDS:
+        return (value, None) if _hashable(value) and value in ENUM_FIELDS[key] else (None, "not one of the values")
+    if key in STRING_LIST_FIELDS:
+        if not isinstance(value, list):
+            return None, f"a {type(value).__name__}, not a list"
+        items = [_as_string(v) for v in value]
+        return [v for v, problem in items if problem is None], None
+    if key in LIST_FIELDS and not isinstance(value, list):
+        return None, f"a {type(value).__name__}, not a list"
+    problem = shape(value, MAX_DEPTH)
+    return (value, problem) if problem else (within_int64(value), None)
+
+
+def _as_string(value: Any) -> tuple[Any, str | None]:
+    if isinstance(value, str):
+        return value, None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value), None
+    if isinstance(value, float) and math.isfinite(value):
+        return (str(int(value)) if value.is_integer() else repr(value)), None
+    return None, f"a {type(value).__name__}, not a string"
+
+
+def _as_count(value: Any) -> tuple[Any, str | None]:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool):
+        return None, f"a {type(value).__name__}, not an integer"
+    if not 0 <= value <= MAX_COUNT:
+        return None, "outside 0..2**53-1"
+    return value, None
+
+
+def _as_number(value: Any) -> tuple[Any, str | None]:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None, f"a {type(value).__name__}, not a number"
+    if not (math.isfinite(value) and 0 <= value <= INT64_MAX):
+        return None, "not a finite number in 0..2**63-1"
+    return value, None
+
+
+def _hashable(value: Any) -> bool:
+    return value is None or isinstance(value, (str, int, float, bool))
+
+
+def within_int64(value: Any) -> Any:
+    """Integers an encoder cannot carry (outside int64 / uint64) become strings; shape() already bounded
+    the walk, so this recursion is at most MAX_DEPTH deep."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return value if -INT64_MAX - 1 <= value <= INT64_MAX else str(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, list):
+        return [within_int64(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): within_int64(v) for k, v in value.items()}
+    if value is None or isinstance(value, str):
+        return value
+    return str(value)

@@ -1,0 +1,227 @@
+"""The dead-letter file: records that failed after they were read, kept with where they came from and why.
+
+A record that fails anywhere in the pipeline (parse, boundary, correlate, status, policy, mask, encode) is
+written here and left out of its batch; the batch goes on, its positions are committed, so a record that
+failed once is never processed again by itself. ``<data dir>/quarantine/quarantine.jsonl`` holds one JSON
+line per record: an ``id``, the time, agent, kind, source (stream, path, position), the stage and the
+reason. The record's data is kept only when content capture is on for its agent, and then masked; without
+it, ``retry`` reads the record again from its source (a JSONL line at its offset, a whole JSON document).
+
+The file is bounded: past ``MAX_BYTES`` it moves to ``quarantine.jsonl.1`` (the older one is dropped).
+``retry`` moves lines to ``retry.jsonl``; the next collection cycle feeds them through the pipeline again
+(a record that fails again comes back here with ``attempts`` + 1).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import time
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from collector.model.raw import RawRecord
+from collector.paths import Paths
+from collector.pipeline.boundary import Refused, shape, within_int64
+from collector.pipeline.masking import mask_value
+
+log = logging.getLogger(__name__)
+
+MAX_BYTES = 8 * 1024 * 1024
+FILE = "quarantine.jsonl"
+RETRY = "retry.jsonl"
+ATTEMPTS = "quarantine.attempts"  # RawRecord.meta key of a retried record: how often it failed before
+
+
+def quarantine_dir(paths: Paths) -> Path:
+    return paths.data_dir / "quarantine"
+
+
+def describe(exc: BaseException) -> str:
+    """A reason that names the error, never the data (exception texts can quote values)."""
+    if isinstance(exc, Refused):
+        return str(exc)
+    return type(exc).__name__
+
+
+class Quarantine:
+    """Writes failed records to the dead-letter file and counts them per source and reason."""
+
+    def __init__(self, directory: Path | None) -> None:
+        self.directory = directory
+        self.counts: Counter[tuple[str, str]] = Counter()  # (source, "stage: reason") -> records
+        self.added = 0
+        if directory is not None:
+            for line in read_lines(directory / FILE):
+                self.counts[(_source(line), _why(line))] += 1
+
+    def add(self, record: RawRecord, stage: str, reason: str, keep_data: bool) -> None:
+        self.added += 1
+        line = _line(record, stage, reason, keep_data)
+        self.counts[(_source(line), _why(line))] += 1
+        log.warning("%s %s record at %s:%s quarantined at %s: %s", record.agent, record.kind, line["path"],
+                    record.position, stage, reason)
+        if self.directory is None:
+            return
+        try:
+            self._append(_encode(line))
+        except OSError as exc:
+            log.error("cannot write the quarantine file in %s: %r", self.directory, exc)
+
+    def _append(self, data: bytes) -> None:
+        assert self.directory is not None
+        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path = self.directory / FILE
+        try:
+            if path.stat().st_size + len(data) > MAX_BYTES:
+                os.replace(path, path.with_name(FILE + ".1"))
+        except FileNotFoundError:
+            pass
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+
+    def stats(self) -> dict[str, Any]:
+        by_source: dict[str, dict[str, int]] = {}
+        for (source, why), count in sorted(self.counts.items()):
+            by_source.setdefault(source, {})[why] = count
+        return {"records": sum(self.counts.values()), "by_source": by_source}
+
+    def due(self) -> list[RawRecord]:
+        """Records a ``retry`` asked for; the request is consumed. Their meta counts the attempts."""
+        if self.directory is None:
+            return []
+        path = self.directory / RETRY
+        try:
+            taken = path.with_name(RETRY + ".taking")
+            os.replace(path, taken)
+        except FileNotFoundError:
+            return []
+        out = []
+        for line in read_lines(taken):
+            record = recover(line)
+            if record is None:
+                log.warning("quarantined record %s cannot be read again from %s; dropped", line.get("id"),
+                            line.get("path"))
+                continue
+            out.append(record)
+        taken.unlink()
+        return out
+
+
+def _line(record: RawRecord, stage: str, reason: str, keep_data: bool) -> dict[str, Any]:
+    path = str(record.meta.get("path", ""))
+    ident = hashlib.sha256(f"{record.source_id}\x1f{record.position}\x1f{stage}".encode()).hexdigest()[:16]
+    line: dict[str, Any] = {
+        "id": ident, "at": time.time_ns(), "agent": record.agent, "kind": record.kind,
+        "stream": record.source_id, "path": path, "position": record.position,
+        "observed_ns": record.observed_ns,
+        "meta": {k: v for k, v in record.meta.items() if isinstance(v, str) and k != ATTEMPTS},
+        "stage": stage, "reason": reason, "attempts": int(record.meta.get(ATTEMPTS, "0")) + 1,
+    }
+    if keep_data:
+        if shape(record.data) is None:
+            line["data"] = within_int64(mask_value(record.data))
+        else:
+            line["data_omitted"] = "too deep or too large to keep"
+    return line
+
+
+def _encode(line: dict[str, Any]) -> bytes:
+    try:
+        return orjson.dumps(line) + b"\n"
+    except (TypeError, orjson.JSONEncodeError):  # the kept data after all: keep the rest
+        line.pop("data", None)
+        line["data_omitted"] = "not encodable"
+        return orjson.dumps(line) + b"\n"
+
+
+def _source(line: dict[str, Any]) -> str:
+    return f"{line.get('agent')}:{line.get('kind')}"
+
+
+def _why(line: dict[str, Any]) -> str:
+    return f"{line.get('stage')}: {line.get('reason')}"
+
+
+def read_lines(path: Path) -> list[dict[str, Any]]:
+    try:
+        raw = path.read_bytes()
+    except OSError:
+        return []
+    out = []
+    for chunk in raw.splitlines():
+        try:
+            value = orjson.loads(chunk)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            out.append(value)
+    return out
+
+
+def listing(directory: Path) -> list[dict[str, Any]]:
+    """Every quarantined record, oldest first (the rotated file, then the current one)."""
+    return read_lines(directory / (FILE + ".1")) + read_lines(directory / FILE)
+
+
+def request_retry(directory: Path, ids: Iterable[str] | None) -> int:
+    """Move the lines with ``ids`` (all when None) from the quarantine to the retry request."""
+    wanted = None if ids is None else set(ids)
+    moved: list[dict[str, Any]] = []
+    for name in (FILE + ".1", FILE):
+        path = directory / name
+        lines = read_lines(path)
+        if not lines:
+            continue
+        keep = [x for x in lines if wanted is not None and x.get("id") not in wanted]
+        moved.extend(x for x in lines if wanted is None or x.get("id") in wanted)
+        _rewrite(path, keep)
+    if moved:
+        with (directory / RETRY).open("ab") as f:
+            f.write(b"".join(orjson.dumps(x) + b"\n" for x in moved))
+    return len(moved)
+
+
+def _rewrite(path: Path, lines: list[dict[str, Any]]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
+    os.replace(tmp, path)
+
+
+def recover(line: dict[str, Any]) -> RawRecord | None:
+    """The quarantined record again: from the kept data, else read anew from its source."""
+    data = line.get("data")
+    if not isinstance(data, dict):
+        data = _reread(line)
+    if data is None:
+        return None
+    meta = dict(line.get("meta") or {})
+    meta[ATTEMPTS] = str(line.get("attempts", 1))
+    return RawRecord(str(line["agent"]), str(line["kind"]), data, str(line.get("stream", "")),
+                     str(line.get("position", "")), int(line.get("observed_ns") or time.time_ns()), meta)
+
+
+def _reread(line: dict[str, Any]) -> dict[str, Any] | None:
+    from collector.sources.decode import loads_object
+    from collector.sources.regular import read_line_at, read_regular
+
+    path = line.get("path")
+    if not path:
+        return None
+    if line.get("kind") == "json_file":
+        content = read_regular(path)
+        if content is None or hashlib.sha256(content).hexdigest() != line.get("position"):
+            return None
+        return loads_object(content)
+    if line.get("kind") in ("hook", "transcript") and str(line.get("position", "")).isdigit():
+        raw = read_line_at(path, int(line["position"]))
+        return None if raw is None else loads_object(raw)
+    return None
