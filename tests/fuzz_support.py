@@ -27,7 +27,7 @@ from opentelemetry.sdk.metrics.export import MetricExportResult
 from opentelemetry.sdk.trace.export import SpanExportResult
 from support import FIXTURES, builtin_tracker, prepare_fixture
 
-from collector.agents import load_parser
+from collector.agents.registry import load_parser
 from collector.definitions import load_definitions
 from collector.exporters.jsonl import JsonlExporter
 from collector.exporters.otlp_common import ResourceCache, SdkExporter

@@ -89,7 +89,7 @@ def test_with_capture_on_the_quarantine_keeps_the_record_masked(tmp_path: Path) 
 
 def test_every_stage_after_parsing_quarantines_instead_of_raising(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    from collector.agents import load_parser
+    from collector.agents.registry import load_parser
     from collector.definitions import load_definitions
 
     parse = load_parser(load_definitions(None).agents["claude-code"].parser)
@@ -163,6 +163,7 @@ def test_epoch_numbers_in_seconds_ms_us_ns_are_recognised() -> None:
 def test_retry_feeds_the_records_again_and_a_fixed_one_leaves_the_quarantine(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     home = tmp_path / "home"
+    home.mkdir()
     paths = make_paths(tmp_path, home)
     monkeypatch.setenv("AGENT_COLLECTOR_DATA_DIR", str(paths.data_dir))
     monkeypatch.setenv("AGENT_COLLECTOR_CONFIG_DIR", str(paths.config_dir))
@@ -187,6 +188,7 @@ def test_retry_feeds_the_records_again_and_a_fixed_one_leaves_the_quarantine(
 def test_quarantine_list_prints_source_stage_and_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                         capsys: pytest.CaptureFixture[str]) -> None:
     home = tmp_path / "home"
+    home.mkdir()
     paths = make_paths(tmp_path, home)
     monkeypatch.setenv("AGENT_COLLECTOR_DATA_DIR", str(paths.data_dir))
     monkeypatch.setenv("AGENT_COLLECTOR_CONFIG_DIR", str(paths.config_dir))
