@@ -43,6 +43,15 @@ npm_config_cache=$(pwd)/.cache/npm
 export npm_config_cache
 unset XDG_CONFIG_HOME XDG_DATA_HOME XDG_STATE_HOME XDG_CACHE_HOME XDG_RUNTIME_DIR 2>/dev/null || true
 unset CODEX_HOME CLAUDE_CONFIG_DIR GEMINI_CLI_HOME AGENT_COLLECTOR_HOME 2>/dev/null || true
+# Toolchains found through HOME (rustup's proxies, used when pip builds a wheel from source, e.g. for a
+# test's own venv) keep their real homes: a fresh HOME would make rustup write a new settings file there.
+for tool_home in RUSTUP_HOME:.rustup CARGO_HOME:.cargo; do
+    name=${tool_home%%:*}
+    eval "value=\${$name:-}"
+    if [ -z "$value" ] && [ -d "$HOME/${tool_home#*:}" ]; then
+        export "$name=$HOME/${tool_home#*:}"
+    fi
+done
 
 echo "== pytest (HOME=$test_home)" >&2
 rc=0
