@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from collector.cli.common import add_home, fail, paths_from, print_json
 from collector.config import ConfigError, load_config
 from collector.usage.exporter import store_settings
+from collector.usage.prices import CACHE_NAME, PriceTable
 from collector.usage.query import KINDS, Filters
 from collector.usage.render import table_lines
 from collector.usage.report import ReportRequest, build_report
@@ -90,7 +91,11 @@ def store_path(args: argparse.Namespace) -> Path:
     if getattr(args, "store", None):
         return Path(args.store)
     paths = paths_from(args)
-    return store_file(paths.data_dir, store_settings(load_config(paths.config_file)))
+    try:  # the [store] section is all a report needs: skip loading the agent definitions when it can
+        config = load_config(paths.config_file, known_agents=())
+    except ConfigError:  # e.g. an [agents.<id>] section: check it against the real definitions
+        config = load_config(paths.config_file)
+    return store_file(paths.data_dir, store_settings(config))
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -104,10 +109,12 @@ def cmd_report(args: argparse.Namespace) -> int:
                     f"`agent-collector collect --once`", 1)
     try:
         db = connect(path, readonly=True)
+        prices = PriceTable(path.with_name(CACHE_NAME))
         try:
-            report = build_report(db, request)
+            report = build_report(db, request, prices)
         finally:
             db.close()
+        prices.save()
     except sqlite3.Error as exc:
         return fail(f"cannot read the usage store {path}: {exc}", 1)
     if args.json:

@@ -10,10 +10,12 @@ table does not know is *unpriced* (``None``), never zero.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 # our gen_ai.provider.name -> genai-prices provider id
@@ -23,6 +25,7 @@ PROVIDERS = {
     "deepseek": "deepseek", "mistral_ai": "mistral", "x_ai": "x-ai", "groq": "groq", "openrouter": "openrouter",
 }
 MILLION = Decimal(1_000_000)
+CACHE_NAME = "usage-prices.json"  # next to the store
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,42 +53,91 @@ def table_version() -> str:
 
 
 class PriceTable:
-    """Looks models up once and caches their rates per (model, provider, day, band)."""
+    """Looks models up once and caches their rates per (model, provider, day, input size).
 
-    def __init__(self) -> None:
-        try:
-            from genai_prices import data_snapshot
-        except ImportError:
-            self._snapshot: Any = None
-        else:
-            self._snapshot = data_snapshot.get_snapshot()
-        self.version = table_version() if self._snapshot is not None else "none (genai-prices not installed)"
+    With ``cache_file``, the rates and thresholds already worked out are kept in a small JSON file
+    (keyed by the table's version, so an upgraded genai-prices starts afresh): a report whose models and
+    days are all in it never loads the table (which costs a few hundred milliseconds)."""
+
+    def __init__(self, cache_file: Path | None = None) -> None:
+        self.version = table_version()
+        self._cache_file = cache_file
+        self._loaded = False
+        self._snapshot: Any = None
+        self._dirty = False
+        self._cached = _read_cache(cache_file, self.version)
         self._rates: dict[tuple[str, str | None, str, int], Rates | None] = {}
         self._by_price: dict[tuple[int, int], Rates] = {}  # (id of the price in effect, input) -> rates
         self.thresholds: tuple[int, ...] = ()
         self._found: dict[tuple[str, str | None], Any] = {}
 
+    @property
+    def available(self) -> bool:
+        return self.version != "none"
+
+    def _table(self) -> Any:
+        if not self._loaded:
+            self._loaded = True
+            try:
+                from genai_prices import data_snapshot
+            except ImportError:
+                self.version = "none"
+            else:
+                self._snapshot = data_snapshot.get_snapshot()
+        return self._snapshot
+
     def _lookup(self, model: str, provider: str | None) -> Any:
         key = (model, provider)
         if key not in self._found:
-            self._found[key] = _find(self._snapshot, model, PROVIDERS.get(provider or ""))
+            table = self._table()
+            self._found[key] = None if table is None else _find(table, model, PROVIDERS.get(provider or ""))
         return self._found[key]
 
     def prepare(self, models: list[tuple[str | None, str | None]]) -> None:
         """Collect the long-context thresholds of every model present, so bands can be formed in SQL."""
         starts: set[int] = set()
+        known = self._cached.setdefault("thresholds", {})
         for model, provider in models:
-            found = self._lookup(model, provider) if model and self._snapshot is not None else None
-            if found is None:
+            if not model or not self.available:
                 continue
-            info = found[1]
-            prices = info.prices if isinstance(info.prices, list) else [info.prices]
-            for price in prices:
-                price = getattr(price, "prices", price)
-                for value in price.__dict__.values():
-                    for tier in getattr(value, "tiers", ()):
-                        starts.add(int(tier.start))
+            key = f"{model}|{provider or ''}"
+            if key not in known:
+                known[key] = self._model_thresholds(model, provider)
+                self._dirty = True
+            starts.update(known[key])
         self.thresholds = tuple(sorted(starts))
+
+    def _model_thresholds(self, model: str, provider: str | None) -> list[int]:
+        found = self._lookup(model, provider)
+        if found is None:
+            return []
+        info = found[1]
+        starts: set[int] = set()
+        for price in info.prices if isinstance(info.prices, list) else [info.prices]:
+            for value in getattr(price, "prices", price).__dict__.values():
+                starts.update(int(tier.start) for tier in getattr(value, "tiers", ()))
+        return sorted(starts)
+
+    def save(self) -> None:
+        """Keep what was worked out for the next report (best effort: a read-only place is fine)."""
+        if not self._dirty or self._cache_file is None or not self.available:
+            return
+        import json
+        import os
+
+        data = json.dumps({**self._cached, "version": self.version}).encode()
+        import threading
+
+        tmp = self._cache_file.with_name(f"{self._cache_file.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, self._cache_file)
+            self._dirty = False
+        except OSError:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
 
     def band_sql(self, column: str) -> str:
         """SQL giving a call's band: how many thresholds its input exceeds (tiers apply above ``start``)."""
@@ -99,12 +151,25 @@ class PriceTable:
 
     def rates(self, model: str | None, provider: str | None, day: str, input_tokens: int) -> Rates | None:
         """The rates of a call of ``input_tokens`` input (which decides the long-context tier)."""
-        if not model or self._snapshot is None:
+        if not model or not self.available:
             return None
         key = (model, provider, day, input_tokens)
         if key not in self._rates:
-            self._rates[key] = self._compute(model, provider, day, input_tokens)
+            self._rates[key] = self._cached_rates(key)
         return self._rates[key]
+
+    def _cached_rates(self, key: tuple[str, str | None, str, int]) -> Rates | None:
+        model, provider, day, input_tokens = key
+        store = self._cached.setdefault("rates", {})
+        name = f"{model}|{provider or ''}|{day}|{input_tokens}"
+        if name in store:
+            return _rates_from(store[name])
+        rates = self._compute(model, provider, day, input_tokens)
+        store[name] = None if rates is None else [str(rates.uncached), str(rates.cache_read),
+                                                   str(rates.cache_write), str(rates.output),
+                                                   rates.provider, rates.model]
+        self._dirty = True
+        return rates
 
     def _compute(self, model: str, provider: str | None, day: str, input_tokens: int) -> Rates | None:
         found = self._lookup(model, provider)
@@ -127,6 +192,25 @@ class PriceTable:
             output=_per_token(flat, output_tokens=1_000_000),
             provider=provider, model=model,
         )
+
+
+def _read_cache(path: Path | None, version: str) -> dict[str, Any]:
+    if path is None:
+        return {}
+    import json
+
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) and data.get("version") == version else {}
+
+
+def _rates_from(value: Any) -> Rates | None:
+    if value is None:
+        return None
+    uncached, cache_read, cache_write, output, provider, model = value
+    return Rates(Decimal(uncached), Decimal(cache_read), Decimal(cache_write), Decimal(output), provider, model)
 
 
 def _find(snapshot: Any, model: str, provider_id: str | None) -> Any:
