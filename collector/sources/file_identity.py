@@ -34,3 +34,9 @@ def identify(fd: int) -> FileIdentity | None:
     st = os.fstat(fd)
     fp = fingerprint(fd)
     return None if fp is None else FileIdentity(st.st_dev, st.st_ino, fp)
+
+
+def tail_digest(data: bytes, size: int = 256) -> str:
+    """Hash of the last ``size`` bytes of ``data``: with the first-line fingerprint, it tells a file that
+    was rewritten in place (same first line, same or larger size) from one that only grew."""
+    return hashlib.sha256(data[-size:]).hexdigest()[:16]

@@ -30,6 +30,8 @@ from collector.model.raw import RawRecord
 from collector.registry import Plugin
 from collector.sources.base import Item, Position, SourceStats
 from collector.sources.context import BuildContext, SourceBuilder
+from collector.sources.decode import loads
+from collector.sources.regular import NotRegular, open_regular, read_all
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,7 @@ class JsonDocuments:
         self.max_bytes = max_bytes
         self.stats = SourceStats()
         prefix = self.stream_prefix
+        self._refused: set[str] = set()
         self._seen = {k[len(prefix) :]: v for k, v in positions.items() if k.startswith(prefix)}
 
     @property
@@ -78,12 +81,22 @@ class JsonDocuments:
 
     def _read_path(self, path: str) -> Item | None:
         try:
-            st = os.stat(path)
+            fd = open_regular(path)
         except FileNotFoundError:
+            return None
+        except NotRegular as exc:
+            self._refuse(path, exc)
             return None
         except OSError as exc:
             self._error(f"{path}: {exc.strerror}")
             return None
+        try:
+            return self._read_open(path, fd)
+        finally:
+            os.close(fd)
+
+    def _read_open(self, path: str, fd: int) -> Item | None:
+        st = os.fstat(fd)
         stored = self._seen.get(path)
         if stored and stored.get("mtime_ns") == st.st_mtime_ns and stored.get("size") == st.st_size:
             return None
@@ -94,8 +107,7 @@ class JsonDocuments:
             log.warning("%s: %d bytes is over the %d byte limit, skipped", path, st.st_size, self.max_bytes)
             return None, self._remember(path, st, stored.get("sha256") if stored else None)
         try:
-            with open(path, "rb") as f:
-                content = f.read(self.max_bytes + 1)
+            content = read_all(fd, self.max_bytes + 1)
         except OSError as exc:
             self._error(f"{path}: {exc.strerror}")
             return None
@@ -105,6 +117,13 @@ class JsonDocuments:
             return None, position  # touched, not changed
         return self._record(path, content, digest), position
 
+    def _refuse(self, path: str, exc: NotRegular) -> None:
+        self.stats.extra["refused_files"] = self.stats.extra.get("refused_files", 0) + 1
+        if path not in self._refused:
+            self._refused.add(path)
+            self.stats.last_error = str(exc)
+            log.warning("%s", exc)
+
     def _remember(self, path: str, st: os.stat_result, digest: str | None) -> Position:
         value = {"mtime_ns": st.st_mtime_ns, "size": st.st_size, "sha256": digest}
         self._seen[path] = value
@@ -112,7 +131,7 @@ class JsonDocuments:
 
     def _record(self, path: str, content: bytes, digest: str) -> RawRecord | None:
         try:
-            data = orjson.loads(content)
+            data = loads(content)
         except orjson.JSONDecodeError as exc:
             self.stats.malformed += 1
             log.warning("%s: not valid JSON (being rewritten?), skipped until it changes: %s", path, exc)
@@ -137,3 +156,4 @@ def _build(spec: dict[str, Any], defn: AgentDefinition, ctx: BuildContext) -> Js
 
 
 PLUGIN: Plugin[SourceBuilder] = Plugin("json_file", _build, kind_schema("source_json_file"))
+

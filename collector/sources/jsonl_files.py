@@ -21,17 +21,18 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
-import orjson
-
 from collector.model.raw import RawRecord
 from collector.sources.base import Item, Position, SourceStats
-from collector.sources.file_identity import FileIdentity, identify
+from collector.sources.decode import loads
+from collector.sources.file_identity import FileIdentity, identify, tail_digest
 from collector.sources.line_reader import LineCursor, iter_lines
+from collector.sources.regular import NotRegular, open_regular
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_LINE = 16 * 1024 * 1024
 READ_BUDGET = 8 * 1024 * 1024  # bytes per file per read() before yielding to other files
+TAIL_BYTES = 256  # the end of the last line read, kept in the position as a second fingerprint
 
 AgentOf = Callable[[str, dict[str, Any]], str]
 # A line's bytes -> (its data, or None to skip it; the name of a counter to bump, or None). Raises
@@ -41,7 +42,8 @@ LineDecoder = Callable[[bytes], Decoded]
 
 
 def decode_json_line(line: bytes) -> Decoded:
-    return orjson.loads(line), None
+    """A BOM is skipped and lone UTF-16 surrogates become U+FFFD (``collector.sources.decode``)."""
+    return loads(line), None
 
 
 class JsonlFiles:
@@ -69,6 +71,9 @@ class JsonlFiles:
         self._decode = decode
         self._rotated: list[tuple[str, dict[str, Any]]] = []
         self._lag: dict[str, int] = {}  # path -> bytes written but not yet read (a partial last line)
+        self._refused: set[str] = set()  # paths that are not regular files, logged once
+        self._unreadable: set[str] = set()  # folders a glob could not list
+        self._inside_checked: set[str] = set()  # paths known to stay inside the globs
         self.stats.extra["lag_bytes"] = 0
         prefix = self.stream_prefix
         self._positions = {k[len(prefix) :]: v for k, v in positions.items() if k.startswith(prefix)}
@@ -79,14 +84,24 @@ class JsonlFiles:
         return f"{self.name}:"
 
     def add_path(self, path: str) -> bool:
-        """Follow a file found some other way (e.g. a hook's transcript_path) if its name fits one of our
-        globs (a JSONL tailer must not follow an older agent's whole-file JSON). True if new."""
+        """Follow a file found some other way (e.g. a hook's transcript_path) only if the whole path, with
+        ``..`` and symlinks resolved, fits one of our globs: a hook names any path it likes, and we read
+        nothing outside the agent's own folders. True if new."""
         if path in self.extra_paths or path in self._positions:
             return False
-        if not any(fnmatch.fnmatch(os.path.basename(path), os.path.basename(g)) for g in self.globs):
+        if not self.covers(path):
+            self.stats.extra["refused_paths"] = self.stats.extra.get("refused_paths", 0) + 1
+            log.warning("%s: %s is outside the agent's folders (%s); not followed", self.name, path,
+                        ", ".join(self.globs))
             return False
         self.extra_paths.add(path)
         return True
+
+    def covers(self, path: str) -> bool:
+        """``path`` (symlinks and ``..`` resolved) is one our globs match (or would, their folders resolved)."""
+        real = os.path.realpath(path)
+        return any(_glob_match(real, pattern) or _glob_match(real, os.path.realpath(pattern))
+                   for pattern in self.globs)
 
     def watch_paths(self) -> list[str]:
         dirs = set()
@@ -100,7 +115,31 @@ class JsonlFiles:
         found: set[str] = set(self.extra_paths)
         for pattern in self.globs:
             found.update(glob.glob(pattern))
-        return sorted(found)
+        self._count_unreadable_dirs()
+        return sorted(p for p in found if self._inside(p))
+
+    def _inside(self, path: str) -> bool:
+        """A symlink among the agent's files is followed only to a file our globs cover (checked once)."""
+        if path in self._inside_checked:
+            return True
+        if os.path.islink(path) and not self.covers(path):
+            if path not in self._refused:
+                self._refused.add(path)
+                self.stats.extra["refused_paths"] = self.stats.extra.get("refused_paths", 0) + 1
+                self.stats.last_error = f"{path}: links to {os.path.realpath(path)}, outside the agent's folders"
+                log.warning("%s: %s; not read", self.name, self.stats.last_error)
+            return False
+        self._inside_checked.add(path)
+        return True
+
+    def _count_unreadable_dirs(self) -> None:
+        """glob skips a folder it cannot list without a word; count (and log once) the ones we miss."""
+        unreadable = {d for pattern in self.globs for d in glob.glob(os.path.dirname(pattern))
+                      if os.path.isdir(d) and not os.access(d, os.R_OK | os.X_OK)}
+        for folder in unreadable - self._unreadable:
+            log.warning("%s: cannot read the folder %s; its files are not collected", self.name, folder)
+        self._unreadable = unreadable
+        self.stats.extra["unreadable_dirs"] = len(unreadable)
 
     def pending_bytes(self) -> int:
         """Bytes past the checkpoint in every file (all of a file we have no position for): the work left."""
@@ -123,8 +162,11 @@ class JsonlFiles:
 
     def _read_path(self, path: str) -> Iterable[Item]:
         try:
-            fd = os.open(path, os.O_RDONLY)
+            fd = open_regular(path)
         except FileNotFoundError:
+            return
+        except NotRegular as exc:
+            self._refuse(path, exc)
             return
         except OSError as exc:
             self._error(f"{path}: {exc.strerror}")
@@ -144,7 +186,8 @@ class JsonlFiles:
             self.stats.files += 1
             return LineCursor(0)
         if stored["dev"] == ident.dev and stored["ino"] == ident.ino:
-            if stored["fp"] != ident.fingerprint or os.fstat(fd).st_size < stored["offset"]:
+            if (stored["fp"] != ident.fingerprint or os.fstat(fd).st_size < stored["offset"]
+                    or not _same_tail(fd, stored)):
                 self.stats.truncations += 1
                 log.info("%s: truncated or rewritten, reading from the start", path)
                 return LineCursor(0)
@@ -174,15 +217,16 @@ class JsonlFiles:
     def _lines(self, path: str, fd: int, ident: FileIdentity, cursor: LineCursor) -> Iterable[Item]:
         yield from self._drain_rotated(path)
         observed = time.time_ns()
+        last: Position | None = None
         while True:
             before = cursor.offset
             for line, start in iter_lines(fd, cursor, self.max_line, READ_BUDGET):
-                position = self._position(path, ident, cursor)
+                last = self._position(path, ident, cursor, tail=line)
                 self.stats.bytes += 0 if line is None else len(line) + 1
-                yield self._record(path, ident, line, start, observed), position
+                yield self._record(path, ident, line, start, observed), last
             if cursor.offset == before:
                 break
-        self._positions[path] = self._position(path, ident, cursor).value
+        self._positions[path] = (last or self._position(path, ident, cursor)).value
         self._lag[path] = max(0, os.fstat(fd).st_size - cursor.offset)
         self.stats.extra["lag_bytes"] = sum(self._lag.values())
 
@@ -203,7 +247,8 @@ class JsonlFiles:
                 os.close(fd)
         self._rotated = []
 
-    def _position(self, path: str, ident: FileIdentity, cursor: LineCursor, rotated_to: bool = False) -> Position:
+    def _position(self, path: str, ident: FileIdentity, cursor: LineCursor, rotated_to: bool = False,
+                  tail: bytes | None = None) -> Position:
         value: dict[str, Any] = {
             "dev": ident.dev,
             "ino": ident.ino,
@@ -211,6 +256,11 @@ class JsonlFiles:
             "offset": cursor.offset,
             "skipping": cursor.skipping,
         }
+        if tail is not None and not cursor.skipping:  # what the file holds just before the offset
+            end = (tail + b"\n")[-TAIL_BYTES:]
+            value["tail"], value["tail_len"] = tail_digest(end), len(end)
+        elif path in self._positions and self._positions[path].get("offset") == cursor.offset:
+            value.update({k: v for k, v in self._positions[path].items() if k in ("tail", "tail_len")})
         if path in self.extra_paths:
             value["extra"] = True
         return Position(self.stream_prefix + path, value)
@@ -243,7 +293,30 @@ class JsonlFiles:
         agent = self._agent_of(path, data) if self._agent_of else self.agent
         return RawRecord(agent, self.kind, data, ident.fingerprint, str(start), observed, {"path": path})
 
+    def _refuse(self, path: str, exc: NotRegular) -> None:
+        """Counted every time, logged once per path: a FIFO or a device stays what it is."""
+        self.stats.extra["refused_files"] = self.stats.extra.get("refused_files", 0) + 1
+        if path not in self._refused:
+            self._refused.add(path)
+            self.stats.last_error = str(exc)
+            log.warning("%s", exc)
+
     def _error(self, message: str) -> None:
         self.stats.errors += 1
         self.stats.last_error = message
         log.warning("%s", message)
+
+
+def _glob_match(path: str, pattern: str) -> bool:
+    """``pattern`` matches all of ``path``, segment by segment (``*`` never crosses a ``/``)."""
+    parts, wanted = path.split(os.sep), pattern.split(os.sep)
+    return len(parts) == len(wanted) and all(fnmatch.fnmatchcase(p, w) for p, w in zip(parts, wanted, strict=True))
+
+
+def _same_tail(fd: int, stored: dict[str, Any]) -> bool:
+    """The bytes before the stored offset are still the line we read last (an in-place rewrite that keeps
+    the first line and the size changes them)."""
+    tail, size, offset = stored.get("tail"), int(stored.get("tail_len", 0)), int(stored.get("offset", 0))
+    if not tail or size <= 0 or offset < size:
+        return True
+    return tail_digest(os.pread(fd, size, offset - size)) == tail

@@ -53,16 +53,21 @@ def read_regular(path: str, limit: int = 64 * 1024 * 1024) -> bytes | None:
     except OSError:
         return None
     try:
-        chunks, size = [], 0
-        while size < limit:
-            chunk = os.read(fd, min(1 << 20, limit - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        return b"".join(chunks)
+        return read_all(fd, limit)
     finally:
         os.close(fd)
+
+
+def read_all(fd: int, limit: int) -> bytes:
+    """Read ``fd`` to its end, at most ``limit`` bytes."""
+    chunks, size = [], 0
+    while size < limit:
+        chunk = os.read(fd, min(1 << 20, limit - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
 
 
 def read_line_at(path: str, offset: int, limit: int = 16 * 1024 * 1024) -> bytes | None:

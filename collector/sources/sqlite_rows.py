@@ -34,6 +34,7 @@ from collector.model.raw import RawRecord
 from collector.registry import Plugin
 from collector.sources.base import Item, Position, SourceStats
 from collector.sources.context import BuildContext, SourceBuilder
+from collector.sources.regular import NotRegular, check_regular
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +100,17 @@ class SqliteRows:
     async def read(self) -> AsyncIterator[Item]:
         try:
             ino = os.stat(self.path).st_ino
+            for path in (self.path, self.path + "-wal", self.path + "-shm"):
+                if path == self.path or os.path.lexists(path):
+                    check_regular(path)  # SQLite would block forever opening a FIFO
         except FileNotFoundError:
             return  # the agent has not created its database yet
+        except NotRegular as exc:
+            self.stats.extra["refused_files"] = self.stats.extra.get("refused_files", 0) + 1
+            if self.stats.last_error != str(exc):
+                self.stats.last_error = str(exc)
+                log.warning("%s", exc)
+            return
         except OSError as exc:
             self._error(f"{self.path}: {exc.strerror}")
             return

@@ -1,0 +1,213 @@
+"""Only regular files are read: FIFOs, devices, directories and symlinks to them named like agent files
+are refused with a logged, counted reason (never a hang, never a crash); a hook's transcript_path is
+followed only inside the agent's own source globs; the line reader keeps BOM and lone-surrogate lines and
+sees an in-place rewrite that keeps the first line. Each case runs the real `collect --once` (under a
+timeout, so a hang fails) and checks that the fixture's own records are all in the output exactly once and
+that status names the cause."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import FIXTURES, ROOT, assert_no_duplicates, prepare_fixture, read_output
+
+from collector.paths import Paths
+
+CLAUDE = FIXTURES / "claude-code" / "tool_then_answer"
+
+
+def expected_counts(case: Path) -> Counter[str]:
+    return Counter(json.loads((case / "expected.json").read_text())["counts"])
+
+
+def collect_cli(paths: Paths, timeout: float = 60) -> dict[str, Any]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_COLLECTOR_")}
+    env.update({"HOME": str(paths.home), "AGENT_COLLECTOR_DATA_DIR": str(paths.data_dir),
+                "AGENT_COLLECTOR_CONFIG_DIR": str(paths.config_dir)})
+    done = subprocess.run([sys.executable, "-m", "collector", "collect", "--once", "--home", str(paths.home), "-q"],
+                          env=env, capture_output=True, timeout=timeout, cwd=ROOT)
+    assert done.returncode == 0, done.stderr.decode()
+    return dict(json.loads((paths.state_dir / "status.json").read_text()))
+
+
+def claude_project(paths: Paths) -> Path:
+    return next((paths.home / ".claude" / "projects").iterdir())
+
+
+def assert_fixture_complete(paths: Paths, case: Path = CLAUDE) -> list[dict[str, Any]]:
+    entries = read_output(paths.output_dir)
+    assert_no_duplicates(entries)
+    assert Counter(e["event.name"] for e in entries) == expected_counts(case)
+    return entries
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev_zero_symlink", "directory", "fifo_symlink"])
+def test_a_non_regular_file_named_like_a_transcript_is_refused(tmp_path: Path, kind: str) -> None:
+    paths = prepare_fixture(CLAUDE, tmp_path)
+    bad = claude_project(paths) / "00000000-bad.jsonl"
+    if kind == "fifo":
+        os.mkfifo(bad)
+    elif kind == "dev_zero_symlink":
+        bad.symlink_to("/dev/zero")
+    elif kind == "directory":
+        bad.mkdir()
+    else:
+        os.mkfifo(tmp_path / "pipe")
+        bad.symlink_to(tmp_path / "pipe")
+
+    status = collect_cli(paths)
+
+    assert_fixture_complete(paths)
+    source = status["sources"]["claude-code:transcripts"]
+    assert source.get("refused_files", 0) + source.get("refused_paths", 0) >= 1
+    assert str(bad) in source["last_error"]
+    assert "not a regular file" in source["last_error"] or "outside the agent's folders" in source["last_error"]
+
+
+def test_fifo_opencode_db_and_gemini_session_json_do_not_hang_collect(tmp_path: Path) -> None:
+    paths = prepare_fixture(FIXTURES / "gemini-cli" / "tool_then_answer", tmp_path)
+    os.mkfifo(paths.home / ".gemini" / "tmp" / "work" / "chats" / "session-2026-11-30T11-00-fifo.json")
+    opencode = paths.home / ".local" / "share" / "opencode"
+    opencode.mkdir(parents=True)
+    os.mkfifo(opencode / "opencode.db")
+
+    status = collect_cli(paths)
+
+    assert_fixture_complete(paths, FIXTURES / "gemini-cli" / "tool_then_answer")
+    assert status["sources"]["gemini-cli:checkpoints"]["refused_files"] == 1
+    [db] = [s for name, s in status["sources"].items() if name.startswith("opencode:") and "refused_files" in s]
+    assert db["refused_files"] == 1 and "a FIFO" in db["last_error"]
+
+
+def test_a_fifo_wal_beside_opencode_db_is_refused(tmp_path: Path) -> None:
+    paths = prepare_fixture(FIXTURES / "opencode" / "failing_command", tmp_path)
+    db = paths.home / ".local" / "share" / "opencode" / "opencode.db"
+    os.mkfifo(str(db) + "-wal")
+    status = collect_cli(paths)
+    [source] = [s for name, s in status["sources"].items() if name.startswith("opencode:") and "refused_files" in s]
+    assert "opencode.db-wal" in source["last_error"]
+
+
+def hook_line(transcript: str) -> bytes:
+    payload = {"session_id": "s-out", "transcript_path": transcript, "cwd": "/w", "hook_event_name": "SessionStart",
+               "source": "startup"}
+    return json.dumps({"ts": 1_796_040_000.0, "agent": "claude-code", "event": "SessionStart",
+                       "payload": payload}).encode() + b"\n"
+
+
+@pytest.mark.parametrize("where", ["outside", "dotdot", "symlink_out"])
+def test_transcript_path_outside_the_agent_folders_is_not_followed(tmp_path: Path, where: str) -> None:
+    paths = prepare_fixture(CLAUDE, tmp_path)
+    transcript = next(claude_project(paths).glob("*.jsonl"))
+    outside = tmp_path / "elsewhere" / "stolen.jsonl"
+    outside.parent.mkdir()
+    outside.write_bytes(transcript.read_bytes().replace(b"3717dcf6-6ccc-43e1-999e-09b113fae890", b"stolen-session"))
+    named = {"outside": str(outside),
+             "dotdot": str(claude_project(paths) / ".." / ".." / ".." / ".." / "elsewhere" / "stolen.jsonl"),
+             "symlink_out": str(claude_project(paths) / "link.jsonl")}[where]
+    if where == "symlink_out":
+        Path(named).symlink_to(outside)
+    with (paths.spool_dir / "claude-code" / "claude-code-2026-11-30.jsonl").open("ab") as f:
+        f.write(hook_line(named))
+
+    status = collect_cli(paths)
+    collect_cli(paths)  # a second cycle would read a followed file
+
+    entries = read_output(paths.output_dir)
+    assert_no_duplicates(entries)
+    assert not [e for e in entries if e.get("gen_ai.session.id") == "stolen-session"]
+    assert status["sources"]["claude-code:transcripts"]["refused_paths"] >= 1
+
+
+def test_transcript_path_inside_the_globs_is_followed(tmp_path: Path) -> None:
+    from collector.sources.jsonl_files import JsonlFiles
+
+    source = JsonlFiles("c:t", "c", "transcript", [str(tmp_path / "projects" / "*" / "*.jsonl")], {})
+    inside = tmp_path / "projects" / "p" / "s.jsonl"
+    assert source.add_path(str(inside))
+    assert not source.add_path(str(tmp_path / "projects" / "s.jsonl"))  # one folder short
+    assert not source.add_path(str(tmp_path / "projects" / "p" / "q" / "s.jsonl"))  # * never crosses a /
+    assert not source.add_path("/usr/x.jsonl")
+    assert "/usr" not in source.watch_paths() and source.stats.extra["refused_paths"] == 3
+
+
+def test_unreadable_folders_are_counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from collector.sources.jsonl_files import JsonlFiles
+
+    (tmp_path / "p" / "locked").mkdir(parents=True)
+    (tmp_path / "p" / "open").mkdir()
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, m: not str(p).endswith("locked") and real_access(p, m))
+    source = JsonlFiles("c:t", "c", "transcript", [str(tmp_path / "p" / "*" / "*.jsonl")], {})
+    source.files()
+    assert source.stats.extra["unreadable_dirs"] == 1
+
+
+def tailer(pattern: str, positions: dict[str, Any] | None = None) -> Any:
+    from collector.sources.jsonl_files import JsonlFiles
+
+    return JsonlFiles("t:hooks", "t", "hook", [pattern], positions or {})
+
+
+def read_all(source: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    import asyncio
+
+    async def run() -> list[Any]:
+        return [item async for item in source.read()]
+
+    items = asyncio.run(run())
+    positions = {p.stream: p.value for _, p in items}
+    return [r.data for r, _ in items if r is not None], positions
+
+
+def test_bom_and_lone_surrogates_keep_their_lines(tmp_path: Path) -> None:
+    f = tmp_path / "a.jsonl"
+    f.write_bytes(b'\xef\xbb\xbf{"n": 1}\n{"n": 2, "text": "cut \\ud83d", "tokens": 7}\n{"n": 3}\n')
+    data, _ = read_all(tailer(str(tmp_path / "*.jsonl")))
+    assert [d["n"] for d in data] == [1, 2, 3]
+    assert data[1] == {"n": 2, "text": "cut \ufffd", "tokens": 7}
+
+
+def test_an_in_place_rewrite_that_keeps_the_first_line_is_read_again(tmp_path: Path) -> None:
+    f = tmp_path / "a.jsonl"
+    first = b'{"n": 0, "header": true}\n'
+    f.write_bytes(first + b"".join(b'{"n": %d, "v": "old"}\n' % i for i in range(1, 10)))
+    data, positions = read_all(tailer(str(tmp_path / "*.jsonl")))
+    assert len(data) == 10
+    with f.open("r+b") as out:  # same inode, same first line, as long as before, then longer
+        out.write(first + b"".join(b'{"n": %d, "v": "new"}\n' % i for i in range(1, 14)))
+    again, _ = read_all(tailer(str(tmp_path / "*.jsonl"), positions))
+    assert [d["v"] for d in again if "v" in d] == ["new"] * 13
+
+
+def test_posts_naming_a_fifo_or_a_system_folder_leave_the_daemon_answering(tmp_path: Path) -> None:
+    from robust_support import Daemon
+
+    daemon = Daemon(tmp_path)
+    project = daemon.home / ".claude" / "projects" / "p"
+    project.mkdir(parents=True)
+    os.mkfifo(project / "fifo.jsonl")
+    daemon.start()
+    try:
+        for name in (str(project / "fifo.jsonl"), "/usr/x.jsonl", str(project / ".." / ".." / ".." / "x.jsonl")):
+            body = {"hook_event_name": "SessionStart", "session_id": "s-fifo", "transcript_path": name,
+                    "source": "startup"}
+            assert daemon.post("claude-code", json.dumps(body).encode()) == 200
+        neighbour = {"hook_event_name": "UserPromptSubmit", "session_id": "s-fifo", "prompt": "hi", "prompt_id": "p1"}
+        assert daemon.post("claude-code", json.dumps(neighbour).encode()) == 200
+        entries = daemon.wait_output(lambda es: any(e["event.name"] == "user.prompt" for e in es))
+        daemon.wait_output(lambda es: daemon.status_file()["sources"]["claude-code:transcripts"].get(
+            "refused_files", 0) >= 1 and daemon.status_file()["sources"]["claude-code:transcripts"].get(
+            "refused_paths", 0) >= 2)
+        assert daemon.get("/v1/status")
+    finally:
+        assert daemon.stop() == 0  # SIGTERM honoured: nothing is blocked on the FIFO
+    assert_no_duplicates(entries)
+    assert [e["event.name"] for e in entries if e["event.name"] not in ("session.status",)].count("user.prompt") == 1
