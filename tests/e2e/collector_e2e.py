@@ -128,3 +128,48 @@ def result_statuses(pairs: dict[str, tuple[int, int, str | None]]) -> list[str |
 
 def starts_of(entries: Entries) -> list[str]:
     return sorted(str(e.get("session.source")) for e in entries if e["event.name"] == "session.start")
+
+
+def check_report(env: AgentHome, server: FakeLLMServer, unrecorded_calls: int = 0) -> dict[str, Any]:
+    """`agent-collector report` on what was just collected: per day (UTC), per model and for the one session,
+    the calls and tokens are the server's own records of the calls the agent kept (all but
+    ``unrecorded_calls``). Returns the session report."""
+    import json
+    from collections import Counter
+    from datetime import UTC, datetime
+
+    from support import usage_tuple
+
+    served = [r for r in server.responses if r.get("kind") == "response_usage"]
+    left = Counter(entry_tokens(read_output(data_dir(env) / "output")))
+    kept = []
+    for record in served:
+        key = usage_tuple(record["api"], record["usage"])
+        if left[key] > 0:
+            left[key] -= 1
+            kept.append(record)
+    assert len(kept) == len(served) - unrecorded_calls
+
+    def sums(records: list[dict[str, Any]]) -> tuple[int, int, int, int, int]:
+        parts = [usage_tuple(r["api"], r["usage"]) for r in records]
+        return (len(parts), *(sum(p[i] for p in parts) for i in range(4)))  # type: ignore[return-value]
+
+    def row(r: dict[str, Any]) -> tuple[int, int, int, int, int]:
+        return (r["calls"], r["input_tokens"], r["output_tokens"], r["cache_read_tokens"], r["cache_write_tokens"])
+
+    def report(kind: str) -> dict[str, Any]:
+        out = collector(env.home, "report", kind, "--json", "--timezone", "UTC").stdout
+        return json.loads(out)  # type: ignore[no-any-return]
+
+    days: dict[str, list[dict[str, Any]]] = {}
+    for record in kept:
+        days.setdefault(datetime.fromtimestamp(record["ts"], UTC).date().isoformat(), []).append(record)
+    assert {r["key"]: row(r) for r in report("daily")["rows"]} == {d: sums(v) for d, v in days.items()}
+    models = report("model")["rows"]
+    if all(r.get("model") for r in kept):
+        assert {r["key"]: row(r) for r in models} == {
+            m: sums([r for r in kept if r["model"] == m]) for m in {r["model"] for r in kept}}
+    session = report("session")
+    (only,) = session["rows"]
+    assert row(only) == sums(kept) and only["project"]
+    return session

@@ -8,7 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from collector_e2e import check_session, result_statuses, run_collected, starts_of, statuses_of, tool_names
+from collector_e2e import (
+    check_report,
+    check_session,
+    result_statuses,
+    run_collected,
+    starts_of,
+    statuses_of,
+    tool_names,
+)
 from fake_llm import FakeLLMServer
 from harness import AgentHome
 
@@ -27,6 +35,7 @@ def run(env: AgentHome, server: FakeLLMServer, scenario: str) -> list[dict[str, 
 def test_tool_then_answer(e2e_agents_bin: Path, agent_home: AgentHome, fake_llm: FakeLLMServer) -> None:
     entries = run(agent_home, fake_llm, "tool_then_answer")
     pairs = check_session(entries, fake_llm, turns=1)
+    check_report(agent_home, fake_llm)
     assert result_statuses(pairs) == ["success"]
     assert tool_names(entries) == ["Bash"]
     assert statuses_of(entries) == ["idle", "running", "ready_for_review", "closed"]

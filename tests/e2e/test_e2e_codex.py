@@ -7,7 +7,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from collector_e2e import check_session, result_statuses, run_collected, starts_of, statuses_of, tool_names
+from collector_e2e import (
+    check_report,
+    check_session,
+    result_statuses,
+    run_collected,
+    starts_of,
+    statuses_of,
+    tool_names,
+)
 from fake_llm import FakeLLMServer
 from harness import AgentHome
 
@@ -18,6 +26,7 @@ AGENT = "codex"
 def test_tool_then_answer(e2e_agents_bin: Path, agent_home: AgentHome, fake_llm: FakeLLMServer) -> None:
     entries = run_collected(AGENT, agent_home, fake_llm, "tool_then_answer")
     pairs = check_session(entries, fake_llm, turns=1)
+    check_report(agent_home, fake_llm)
     assert result_statuses(pairs) == ["success"]
     assert tool_names(entries) == ["exec_command"]
     assert statuses_of(entries) == ["idle", "running", "ready_for_review", "closed"]

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from collector_e2e import check_session, data_dir, result_statuses, run_collected, tool_names
+from collector_e2e import check_report, check_session, data_dir, result_statuses, run_collected, tool_names
 from fake_llm import FakeLLMServer
 from harness import AgentHome
 
@@ -44,6 +44,8 @@ def check(entries: list[dict[str, Any]], server: FakeLLMServer, turns: int) -> d
 def test_tool_then_answer(e2e_agents_bin: Path, agent_home: AgentHome, fake_llm: FakeLLMServer) -> None:
     entries = run(agent_home, fake_llm, "tool_then_answer")
     pairs = check(entries, fake_llm, turns=1)
+    session = check_report(agent_home, fake_llm, unrecorded_calls=1)  # the title call: its usage is stored nowhere
+    assert session["rows"][0]["agent_cost_usd"] is not None, "OpenCode's own cost figure is shown next to ours"
     assert result_statuses(pairs) == ["success"]
     assert tool_names(entries) == ["bash"]
 
