@@ -65,10 +65,11 @@ def command(cmd: str, body: bytes) -> Callable[[], None]:
                                           check=False) else None
 
 
-def post_new_connection(port: int, body: bytes) -> Callable[[], None]:
+def post_new_connection(port: int, body: bytes, token: str = "") -> Callable[[], None]:
     def call() -> None:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-        conn.request("POST", "/v1/hooks/claude-code", body, {"Content-Type": "application/json"})
+        conn.request("POST", "/v1/hooks/claude-code", body,
+                     {"Content-Type": "application/json", "X-Agent-Collector-Token": token})
         response = conn.getresponse()
         assert response.status == 200, response.status
         response.read()
@@ -77,11 +78,12 @@ def post_new_connection(port: int, body: bytes) -> Callable[[], None]:
     return call
 
 
-def post_kept_alive(port: int, body: bytes) -> Callable[[], None]:
+def post_kept_alive(port: int, body: bytes, token: str = "") -> Callable[[], None]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
 
     def call() -> None:
-        conn.request("POST", "/v1/hooks/claude-code", body, {"Content-Type": "application/json"})
+        conn.request("POST", "/v1/hooks/claude-code", body,
+                     {"Content-Type": "application/json", "X-Agent-Collector-Token": token})
         response = conn.getresponse()
         assert response.status == 200, response.status
         response.read()
@@ -128,6 +130,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=500)
     args = ap.parse_args()
     from collector.deploy.http_plugin import hooks_document
+    from collector.ingest.secret import read_token
     from collector.paths import resolve_paths
 
     body = payload()
@@ -148,6 +151,7 @@ def main() -> None:
                 except OSError:
                     time.sleep(0.05)
             paths = resolve_paths(home, env={})
+            token = read_token(paths) or ""  # the daemon made the user's secret at start
             script = shlex.quote(str(ROOT / "hooks" / "agent-collector-hook.sh"))
             shell_hook = f"sh {script} claude-code PostToolUse {shlex.quote(str(paths.spool_dir))}"
             session_start = hooks_document("claude-code", {}, paths, port)["hooks"]["SessionStart"]
@@ -159,9 +163,9 @@ def main() -> None:
                 "`true` via `sh -c`": timed(command("true", body), n),
                 "spool shell hook (`agent-collector-hook.sh`)": timed(command(shell_hook, body), n),
                 "SessionStart relay (curl to daemon)": timed(command(relay, body), n),
-                "http hook, new connection, 50 ms apart": timed(post_new_connection(port, body), n, 0.05),
-                "http hook, kept-alive connection, 50 ms apart": timed(post_kept_alive(port, body), n, 0.05),
-                "http hook, new connection, back to back": timed(post_new_connection(port, body), n),
+                "http hook, new connection, 50 ms apart": timed(post_new_connection(port, body, token), n, 0.05),
+                "http hook, kept-alive connection, 50 ms apart": timed(post_kept_alive(port, body, token), n, 0.05),
+                "http hook, new connection, back to back": timed(post_new_connection(port, body, token), n),
             }
             bare, bare_port = bare_server()
             try:

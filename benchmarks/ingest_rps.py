@@ -28,6 +28,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+TOKEN = "be" * 32  # the secret every request carries
 SAMPLE = ROOT / "tests" / "fixtures" / "claude-code" / "tool_then_answer" / "spool"
 
 
@@ -59,7 +60,7 @@ def serve(mode: str, cpu: int, port_out: Any, spool: str) -> None:
             relay.put(agent, envelope["event"] or "", envelope["payload"], received)
 
     async def main() -> None:
-        config = IngestConfig(port=0, max_connections=1024)
+        config = IngestConfig(token=TOKEN, port=0, max_connections=1024)
         server = IngestServer(submit, lambda: {"claude-code"}, dict, config)
         await server.start()
         port_out.put(server.port)
@@ -69,7 +70,7 @@ def serve(mode: str, cpu: int, port_out: Any, spool: str) -> None:
 
 
 async def load(port: int, body: bytes, connections: int, seconds: float) -> tuple[int, int]:
-    request = (f"POST /v1/hooks/claude-code HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+    request = (f"POST /v1/hooks/claude-code HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Agent-Collector-Token: {TOKEN}\r\n"
                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
     deadline = time.monotonic() + seconds
     done = errors = 0

@@ -372,7 +372,7 @@ retention_days = 0           # drop rows older than this many days; 0 keeps ever
 
 [ingest]
 enabled = true               # loopback HTTP hook ingest
-port = 4319
+port = 0                     # 0: chosen per user at install, kept in <state dir>/ingest.port
 
 # [agents.claude-code]
 # content_capture = true     # per-agent override

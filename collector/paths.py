@@ -47,6 +47,19 @@ class Paths:
         return self.data_dir / "queue"
 
     @property
+    def ingest_token_file(self) -> Path:
+        """The ingest's per-user secret (collector.ingest.secret)."""
+        return self.state_dir / "ingest.token"
+
+    @property
+    def ingest_header_file(self) -> Path:
+        return self.state_dir / "ingest.header"
+
+    @property
+    def ingest_port_file(self) -> Path:
+        return self.state_dir / "ingest.port"
+
+    @property
     def config_file(self) -> Path:
         return self.config_dir / "config.toml"
 

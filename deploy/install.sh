@@ -159,7 +159,7 @@ else
 # enabled = false        # or set OTEL_EXPORTER_OTLP_ENDPOINT
 
 # [ingest]
-# port = 4319            # loopback only
+# port = 0               # loopback only; 0: a port chosen for this user (kept in <state dir>/ingest.port)
 
 # [watchdog]
 # enabled = true         # put our hooks back when another program removes them

@@ -10,13 +10,17 @@ from typing import Any
 from collector.ingest import IngestConfig, IngestServer
 from collector.ingest.server import Route
 
+TOKEN = "5e" * 32
+
 
 class ThreadedIngest:
     def __init__(self, submit: Callable[[str, bytes, float], None] = lambda *a: None,
                  agents: frozenset[str] = frozenset(), snapshot: Callable[[], dict[str, Any]] = dict,
-                 routes: Sequence[Route] = ()) -> None:
+                 routes: Sequence[Route] = (), token: str = TOKEN) -> None:
         self.loop = asyncio.new_event_loop()
-        self.server = IngestServer(submit, lambda: set(agents), snapshot, IngestConfig(port=0), routes=routes)
+        self.token = token
+        self.server = IngestServer(submit, lambda: set(agents), snapshot, IngestConfig(token=token, port=0),
+                                   routes=routes)
         started = threading.Event()
 
         def run() -> None:

@@ -165,7 +165,9 @@ def daemon() -> Iterator[FakeDaemon]:
 def host(tmp_path: Path, daemon: FakeDaemon) -> Iterator[FakeHost]:
     plugin_dir = tmp_path / "agent-collector"  # Agentty wants the folder named after the id
     shutil.copytree(PLUGIN_SRC, plugin_dir)
-    (plugin_dir / "agent-collector.json").write_text(json.dumps({"url": daemon.url}))
+    token_file = plugin_dir.parent / "ingest.token"
+    token_file.write_text(daemon.token + "\n")
+    (plugin_dir / "agent-collector.json").write_text(json.dumps({"url": daemon.url, "token_file": str(token_file)}))
     h = FakeHost(plugin_dir)
     yield h
     if h.proc.poll() is None:

@@ -145,7 +145,7 @@ def test_unknown_integration_variant_is_an_error(tmp_path: Path) -> None:
                                           r"\(did you mean 'settings'\? valid: plugin, settings\)"):
         load_for(paths, env={})
     _override(paths, '{"id": "claude-code", "integration_variant": "settings"}')
-    assert load_for(paths, env={}).ingest.port == 4319
+    assert load_for(paths, env={}).ingest.port == 0, "0: the port is chosen per user"
 
 
 def _env_for(paths: Paths) -> dict[str, str]:

@@ -83,8 +83,8 @@ def test_codex_hook_trust_missing(home: Path, capsys: pytest.CaptureFixture[str]
 
 @pytest.mark.parametrize("policy, expected", [
     ({"allowedHttpHookUrls": ["https://hooks.corp.example/*"]},
-     "does not allow http://127.0.0.1:4319/v1/hooks/claude-code"),
-    ({"allowedHttpHookUrls": []}, "does not allow http://127.0.0.1:4319/v1/hooks/claude-code"),
+     "does not allow http://127.0.0.1:{port}/v1/hooks/claude-code"),
+    ({"allowedHttpHookUrls": []}, "does not allow http://127.0.0.1:{port}/v1/hooks/claude-code"),
     ({"allowManagedHooksOnly": True}, "allowManagedHooksOnly"),
     ({"enabledPlugins": {"agent-collector@skills-dir": False}}, "turns the plugin off"),
     ({"disableAllHooks": True}, "disableAllHooks"),
@@ -98,6 +98,8 @@ def test_http_hooks_blocked_by_managed_policy(home: Path, tmp_path: Path, capsys
     capsys.readouterr()
     code, text, report = doctor(home, capsys)
     problem = failed(report)["agent claude-code: loaded"]
+    port = (home / ".local" / "share" / "agent-collector" / "state" / "ingest.port").read_text().strip()
+    expected = expected.format(port=port)  # the port install chose for this user
     assert code == 1 and expected in problem and str(managed) in problem
     assert "FAIL  agent claude-code: loaded:" in text
 

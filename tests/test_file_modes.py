@@ -43,9 +43,10 @@ def _modes(*roots: Path) -> dict[str, str]:
     return out
 
 
-def _post(port: int, body: dict[str, object]) -> int:
+def _post(port: int, body: dict[str, object], token_file: Path) -> int:
     request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/hooks/claude-code", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
+                                     headers={"Content-Type": "application/json",
+                                              "X-Agent-Collector-Token": token_file.read_text().strip()})
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     with opener.open(request, timeout=5) as response:
         return int(response.status)
@@ -84,7 +85,7 @@ def test_daemon_under_a_loose_umask_makes_only_private_files(tmp_path: Path, uma
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         _wait_for(lambda: _post(port, {"hook_event_name": "SessionStart", "session_id": "modes-1",
-                                       "source": "startup"}) == 200)
+                                       "source": "startup"}, data / "state" / "ingest.token") == 200)
         output = data / "output"
         _wait_for(lambda: b"modes-1" in b"".join(p.read_bytes() for p in output.glob("*.jsonl")))
         _wait_for(lambda: any((data / "queue").rglob("seg-*")))
@@ -102,7 +103,7 @@ def test_daemon_under_a_loose_umask_makes_only_private_files(tmp_path: Path, uma
     modes = {**running, **_modes(data, cfg)}
     made = set(modes)
     for expected in ["data/state/checkpoints.sqlite", "data/state/checkpoints.sqlite-wal",
-                     "data/state/checkpoints.sqlite-shm", "data/state/status.json",
+                     "data/state/checkpoints.sqlite-shm", "data/state/status.json", "data/state/ingest.token",
                      "cfg/config.toml", "data/spool/claude-code", "data/output"]:
         assert expected in made, f"{expected} was not made: {sorted(made)}"
     assert any(p.startswith("data/queue/") and Path(p).suffix for p in made), sorted(made)

@@ -4,6 +4,7 @@ and the real spool hook script."""
 from __future__ import annotations
 
 import json
+import stat
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +25,7 @@ from collector.deploy.http_plugin import (
     write_plugin,
 )
 from collector.deploy.model import DeployError
+from collector.ingest.secret import choose_port, ensure_token, ingest_port, read_token
 from collector.paths import Paths
 
 SPEC = {"kind": "http_plugin_dir", "dir": "~/.claude/skills/agent-collector"}
@@ -41,6 +43,7 @@ def plugin_root(paths: Paths) -> Path:
 
 
 def test_hooks_use_http_except_where_claude_refuses_it(paths: Paths) -> None:
+    ensure_token(paths)  # install makes it first
     doc = hooks_document("claude-code", {}, paths, 4319)
     assert doc["description"].startswith("agent-collector:managed")
     for event, groups in doc["hooks"].items():
@@ -53,7 +56,7 @@ def test_hooks_use_http_except_where_claude_refuses_it(paths: Paths) -> None:
             assert "agent-collector-hook.sh" in hook["command"] and "/v1/hooks/claude-code" in hook["command"]
         else:
             assert hook == {"type": "http", "url": "http://127.0.0.1:4319/v1/hooks/claude-code",
-                            "timeout": hook["timeout"]}
+                            "headers": {"X-Agent-Collector-Token": read_token(paths)}, "timeout": hook["timeout"]}
     assert {"SessionStart", "Setup", "UserPromptSubmit", "Stop", "StopFailure", "PermissionRequest",
             "Elicitation", "ElicitationResult", "SessionEnd"} <= set(doc["hooks"])
     assert "WorktreeCreate" not in doc["hooks"]  # its hooks replace Claude's own behaviour
@@ -70,6 +73,33 @@ def test_write_creates_exactly_the_two_files_with_the_marker(paths: Paths) -> No
     assert hooks["hooks"]["Stop"][0]["hooks"][0]["url"] == "http://127.0.0.1:4555/v1/hooks/claude-code"
     write_plugin("claude-code", SPEC, paths, port=4555)  # again: idempotent
     assert json.loads((root / "hooks" / "hooks.json").read_text()) == hooks
+    assert stat.S_IMODE((root / "hooks" / "hooks.json").stat().st_mode) == 0o600, "it holds the secret"
+
+
+def test_the_secret_is_made_once_private_and_never_on_a_command_line(paths: Paths) -> None:
+    assert read_token(paths) is None
+    root = write_plugin("claude-code", SPEC, paths, port=4319)
+    doc = json.loads((root / "hooks" / "hooks.json").read_text())
+    token = read_token(paths)
+    assert token is not None and len(token) == 64 and int(token, 16) >= 0
+    for name in ("ingest.token", "ingest.header"):
+        assert stat.S_IMODE((paths.state_dir / name).stat().st_mode) == 0o600
+    assert (paths.state_dir / "ingest.header").read_text() == f"X-Agent-Collector-Token: {token}\n"
+    command = doc["hooks"]["SessionStart"][0]["hooks"][0]["command"]
+    assert token not in command and f"-H @{paths.state_dir / 'ingest.header'}" in command
+    assert ensure_token(paths) == token, "made once, then kept"
+
+
+def test_port_zero_is_chosen_per_user_and_kept(paths: Paths) -> None:
+    port = configured_port(paths)  # no config: ingest.port = 0
+    assert 4320 <= port < 5320
+    assert not (paths.state_dir / "ingest.port").exists(), "only install and the daemon record it"
+    assert ingest_port(paths, 0, record=True) == port
+    assert (paths.state_dir / "ingest.port").read_text() == f"{port}\n"
+    assert configured_port(paths) == port and ingest_port(paths, 4777) == 4777
+    taken = {4320 + (1000 % 1000)}
+    assert choose_port(lambda p: p not in taken, uid=1000) == 4321
+    assert choose_port(lambda p: True, uid=1001) == 4321 and choose_port(lambda p: True, uid=1999) == 5319
 
 
 def test_port_comes_from_the_config(paths: Paths) -> None:
@@ -120,14 +150,14 @@ def test_edits_follow_the_deploy_protocol(paths: Paths) -> None:
 # -- the SessionStart relay: a real sh, curl, daemon and spool hook script ---------------------------
 
 class Daemon(ThreadedIngest):
-    def __init__(self) -> None:
+    def __init__(self, token: str) -> None:
         self.received: list[tuple[str, bytes]] = []
-        super().__init__(lambda a, b, t: self.received.append((a, b)), frozenset({"claude-code"}))
+        super().__init__(lambda a, b, t: self.received.append((a, b)), frozenset({"claude-code"}), token=token)
 
 
 @pytest.fixture
-def daemon() -> Iterator[Daemon]:
-    d = Daemon()
+def daemon(paths: Paths) -> Iterator[Daemon]:
+    d = Daemon(ensure_token(paths))
     yield d
     d.stop()
 
@@ -156,6 +186,18 @@ def test_relay_posts_to_a_running_daemon(paths: Paths, daemon: Daemon) -> None:
     assert (result.returncode, result.stdout) == (0, "")  # hooks never print
     assert [(a, json.loads(b)) for a, b in daemon.received] == [("claude-code", PAYLOAD)]
     assert spooled(paths) == []
+
+
+def test_relay_to_another_users_daemon_is_refused_and_spools(paths: Paths) -> None:
+    other = Daemon("9c" * 32)  # the daemon of another user (or home) on our port
+    try:
+        result = run_hook(session_start_command(paths, other.port))
+    finally:
+        other.stop()
+    assert (result.returncode, result.stdout) == (0, "")
+    assert other.received == [] and other.server.stats()["requests"]["rejected_401"] == 1
+    (line,) = spooled(paths)
+    assert line["payload"] == PAYLOAD
 
 
 def test_relay_falls_back_to_the_spool_when_the_daemon_is_down(paths: Paths) -> None:

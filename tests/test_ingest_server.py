@@ -16,6 +16,15 @@ import pytest
 from collector.ingest import IngestConfig, IngestServer, to_envelope
 
 AGENTS = {"claude-code", "codex"}
+TOKEN = "3f" * 32
+
+
+def with_token(raw: bytes, token: str | None = TOKEN) -> bytes:
+    """The request with the secret header added after the request line (None: as it is)."""
+    if token is None:
+        return raw
+    line, sep, rest = raw.partition(b"\r\n")
+    return line + sep + f"X-Agent-Collector-Token: {token}\r\n".encode() + rest if sep else raw
 
 
 class Sink:
@@ -39,14 +48,14 @@ async def server(sink: Sink) -> AsyncIterator[IngestServer]:
     snapshot = {"sessions": [{"agent": "claude-code", "session_id": "s1", "status": "running"}],
                 "sources": []}
     srv = IngestServer(sink, lambda: AGENTS, lambda: snapshot,
-                       IngestConfig(port=0, max_body_bytes=4096, header_timeout_s=2))
+                       IngestConfig(token=TOKEN, port=0, max_body_bytes=4096, header_timeout_s=2))
     async with srv:
         yield srv
 
 
-async def exchange(port: int, raw: bytes) -> tuple[int, dict[str, str], bytes]:
+async def exchange(port: int, raw: bytes, token: str | None = TOKEN) -> tuple[int, dict[str, str], bytes]:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(raw)
+    writer.write(with_token(raw, token))
     await writer.drain()
     try:
         return await read_response(reader)
@@ -94,11 +103,11 @@ async def test_event_query_names_an_unnamed_payload(server: IngestServer, sink: 
 async def test_keep_alive_serves_many_requests_on_one_connection(server: IngestServer, sink: Sink) -> None:
     reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
     for _ in range(3):
-        writer.write(post(server.port, PAYLOAD))
+        writer.write(with_token(post(server.port, PAYLOAD)))
         await writer.drain()
         status, headers, _ = await read_response(reader)
         assert status == 200 and "connection" not in headers
-    writer.write(f"GET /v1/sessions HTTP/1.1\r\nHost: localhost:{server.port}\r\n\r\n".encode())
+    writer.write(with_token(f"GET /v1/sessions HTTP/1.1\r\nHost: localhost:{server.port}\r\n\r\n".encode()))
     status, _, body = await read_response(reader)
     assert status == 200 and orjson.loads(body)["sessions"][0]["status"] == "running"
     writer.close()
@@ -114,6 +123,25 @@ async def test_status_and_sessions_views(server: IngestServer) -> None:
     get = f"GET /v1/sessions HTTP/1.1\r\nHost: [::1]:{server.port}\r\n\r\n"
     status, _, body = await exchange(server.port, get.encode())
     assert status == 200 and orjson.loads(body)["sessions"][0]["session_id"] == "s1"
+
+
+@pytest.mark.parametrize("token", [None, "", "wrong", TOKEN[:-1], TOKEN + "0", "4a" * 32])
+@pytest.mark.parametrize("path", ["/v1/hooks/claude-code", "/v1/status", "/v1/sessions"])
+async def test_every_route_needs_the_secret(server: IngestServer, sink: Sink, token: str | None, path: str) -> None:
+    """No header, an empty one, a near miss or another user's secret: 401, counted, nothing queued or shown."""
+    raw = post(server.port, PAYLOAD, path) if path.startswith("/v1/hooks/") else \
+        f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n\r\n".encode()
+    status, headers, body = await exchange(server.port, raw, token)
+    assert status == 401 and headers["connection"] == "close"
+    assert b"X-Agent-Collector-Token" in body and b"s1" not in body and b"running" not in body
+    assert sink.items == []
+    assert server.stats()["requests"]["rejected_401"] == 1
+    assert (await exchange(server.port, raw))[0] == 200, "the right secret still works"
+
+
+def test_the_server_will_not_run_without_a_secret() -> None:
+    with pytest.raises(ValueError, match="secret"):
+        IngestServer(Sink(), set, dict, IngestConfig(port=0))
 
 
 async def test_unknown_agent_is_404_with_a_clear_message(server: IngestServer, sink: Sink) -> None:
@@ -162,7 +190,7 @@ async def test_body_over_cap_is_refused_without_reading_it(server: IngestServer,
     head = (f"POST /v1/hooks/claude-code HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
             f"Content-Length: {50 * 1024 * 1024}\r\n\r\n").encode()
     reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
-    writer.write(head + b"{" * 1000)
+    writer.write(with_token(head) + b"{" * 1000)
     await writer.drain()
     status, headers, body = await read_response(reader)
     assert status == 413 and headers["connection"] == "close" and b"cap" in body
@@ -215,7 +243,7 @@ async def test_queue_failure_is_503(server: IngestServer, sink: Sink) -> None:
 async def test_plain_function_submit_works() -> None:
     got: list[str] = []
     srv = IngestServer(lambda agent, body, ts: got.append(agent), lambda: {"codex"}, dict,
-                       IngestConfig(port=0))
+                       IngestConfig(token=TOKEN, port=0))
     async with srv:
         status, _, _ = await exchange(srv.port, post(srv.port, PAYLOAD, "/v1/hooks/codex"))
     assert status == 200 and got == ["codex"]
@@ -224,7 +252,7 @@ async def test_plain_function_submit_works() -> None:
 @pytest.mark.parametrize("host", ["0.0.0.0", "192.168.1.10", "::", "example.com", ""])
 def test_refuses_to_start_on_a_non_loopback_address(host: str) -> None:
     with pytest.raises(ValueError, match="loopback"):
-        IngestServer(Sink(), set, dict, IngestConfig(host=host, port=0))
+        IngestServer(Sink(), set, dict, IngestConfig(token=TOKEN, host=host, port=0))
 
 
 def _listening_addresses(port: int) -> list[str]:

@@ -11,6 +11,8 @@ import pytest
 from live_support import ThreadedIngest
 
 from collector.cli.main import main
+from collector.ingest.secret import ensure_token
+from collector.paths import resolve_paths
 
 SESSIONS: list[dict[str, Any]] = [
     {"agent": "claude-code", "session_id": "3717dcf6-6ccc-43e1", "status": "waiting_for_input",
@@ -23,7 +25,8 @@ SESSIONS: list[dict[str, Any]] = [
 @pytest.fixture
 def url() -> Iterator[str]:
     SESSIONS[0]["status_since_unix_nano"] = time.time_ns() - 90 * 10**9  # waiting for 1m30s
-    daemon = ThreadedIngest(snapshot=lambda: {"sessions": SESSIONS})
+    token = ensure_token(resolve_paths(None))  # the user's secret, which `sessions` sends
+    daemon = ThreadedIngest(snapshot=lambda: {"sessions": SESSIONS}, token=token)
     yield daemon.url
     daemon.stop()
 
@@ -43,3 +46,13 @@ def test_sessions_json_all(url: str, capsys: pytest.CaptureFixture[str]) -> None
 def test_sessions_without_a_daemon(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["sessions", "--url", "http://127.0.0.1:9"]) == 1
     assert "agent-collector run" in capsys.readouterr().err
+
+
+def test_sessions_with_another_users_secret_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    daemon = ThreadedIngest(snapshot=lambda: {"sessions": SESSIONS}, token="77" * 32)  # not our secret
+    try:
+        assert main(["sessions", "--url", daemon.url]) == 1
+    finally:
+        daemon.stop()
+    err = capsys.readouterr().err
+    assert "401" in err and "WAITING" not in err

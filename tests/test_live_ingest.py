@@ -16,6 +16,7 @@ from support import FIXTURES, assert_no_duplicates, assert_schema_valid, prepare
 from collector.cli.daemon_parts import daemon_parts
 from collector.config import load_config
 from collector.ingest.live import IngestPart
+from collector.ingest.secret import read_token
 from collector.ingest.server import IngestServer
 from collector.paths import Paths
 from collector.pipeline.status import SessionStatusTracker
@@ -39,11 +40,12 @@ def service_for(paths: Paths) -> Service:
     return service
 
 
-async def post_all(port: int, agent: str, bodies: list[bytes]) -> list[int]:
+async def post_all(port: int, agent: str, bodies: list[bytes], token: str) -> list[int]:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     statuses = []
     for body in bodies:
         writer.write(f"POST /v1/hooks/{agent} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                     f"X-Agent-Collector-Token: {token}\r\n"
                      f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
         await writer.drain()
         head = await reader.readuntil(b"\r\n\r\n")
@@ -54,9 +56,10 @@ async def post_all(port: int, agent: str, bodies: list[bytes]) -> list[int]:
     return statuses
 
 
-async def get_json(port: int, path: str) -> Any:
+async def get_json(port: int, path: str, token: str) -> Any:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n".encode())
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Agent-Collector-Token: {token}\r\n"
+                 "Connection: close\r\n\r\n".encode())
     data = await reader.read()
     writer.close()
     return orjson.loads(data.split(b"\r\n\r\n", 1)[1])
@@ -98,11 +101,13 @@ async def through_http(tmp: Path, case: str) -> tuple[list[dict[str, Any]], dict
     part, server = await start_ingest(service)
     try:
         bodies = [orjson.dumps(line["payload"]) for line in spool_lines(case)]
-        assert set(await post_all(server.port, "claude-code", bodies)) == {200}
+        token = read_token(paths)
+        assert token is not None and token == server.config.token, "the daemon made the user's secret"
+        assert set(await post_all(server.port, "claude-code", bodies, token)) == {200}
         assert part.relay is not None
         part.relay.flush()
         await service.collect_once()
-        sessions = await get_json(server.port, "/v1/sessions")
+        sessions = await get_json(server.port, "/v1/sessions", token)
     finally:
         await part.stop()
         service.shutdown()

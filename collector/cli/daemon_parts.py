@@ -19,9 +19,10 @@ def daemon_parts(service: Service) -> list[DaemonPart]:
         def snapshot() -> dict[str, Any]:
             return service.with_state(lambda: live_snapshot(service.snapshot(), service.status))
 
-        parts.append(IngestPart(ingest_config(service.config), service.spool_writer,
+        parts.append(IngestPart(ingest_config(service.config, service.paths), service.spool_writer,
                                 lambda: set(service.definitions), snapshot,
-                                routes=[dashboard_route(service.paths, service.config, snapshot)]))
+                                routes=[dashboard_route(service.paths, service.config, snapshot)],
+                                paths=service.paths))
     if service.config.watchdog.enabled:
         parts.append(WatchdogPart(service.definitions, service.paths, service.config.watchdog))
     return parts

@@ -21,6 +21,7 @@ from collector.deploy import (
 from collector.deploy.agentty import AGENTTY, agentty_present, install_agentty, uninstall_agentty
 from collector.deploy.choices import disabled_agents, set_disabled
 from collector.deploy.records import RecordStore
+from collector.ingest.secret import ensure_token, ingest_port
 from collector.paths import Paths
 from collector.plugins import check_definition, load_agents
 
@@ -76,10 +77,9 @@ def _unknown(requested: Iterable[str], known: Iterable[str]) -> list[str]:
 
 
 def _ingest_port(paths: Paths) -> int:
-    try:
-        return load_config(paths.config_file).ingest.port
-    except ConfigError:
-        return 4319
+    from collector.deploy.http_plugin import configured_port
+
+    return configured_port(paths)
 
 
 def _panel_changes(args: argparse.Namespace, paths: Paths, install: bool) -> list[Change]:
@@ -96,9 +96,12 @@ def _panel_changes(args: argparse.Namespace, paths: Paths, install: bool) -> lis
 def cmd_install(args: argparse.Namespace) -> int:
     paths = paths_from(args)
     try:
-        load_for(paths, check=check_definition)
+        config = load_for(paths, check=check_definition)
     except ConfigError as exc:
         return fail(str(exc))
+    if not args.dry_run:
+        ensure_token(paths)  # the ingest secret the integrations carry (0600, made once)
+        ingest_port(paths, config.ingest.port, record=True)  # chosen for this user now, then kept
     agents = _definitions(paths)
     panel = _panel_changes(args, paths, install=True)
     requested = [a for a in args.agent or [] if a != AGENTTY]

@@ -12,7 +12,8 @@ from typing import Any
 
 from collector.cli.common import add_home, add_json, fail, paths_from, print_json, print_table
 from collector.config import ConfigError, load_config
-from collector.ingest.server import DEFAULT_PORT
+from collector.ingest.secret import read_token, recorded_port
+from collector.ingest.server import TOKEN_HEADER
 
 LABELS = {"waiting_for_input": "WAITING", "ready_for_review": "review", "error": "ERROR"}
 
@@ -34,16 +35,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def daemon_url(args: argparse.Namespace) -> str:
     if args.url:
         return str(args.url).rstrip("/")
+    paths = paths_from(args)
     try:
-        port = load_config(paths_from(args).config_file).ingest.port
+        configured = load_config(paths.config_file).ingest.port
     except ConfigError:
-        port = DEFAULT_PORT
-    return f"http://127.0.0.1:{port}"
+        configured = 0
+    return f"http://127.0.0.1:{configured or recorded_port(paths) or 0}"
 
 
-def fetch_sessions(url: str, timeout: float = 3.0) -> list[dict[str, Any]]:
+def fetch_sessions(url: str, token: str | None, timeout: float = 3.0) -> list[dict[str, Any]]:
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never via a proxy
-    with opener.open(f"{url}/v1/sessions", timeout=timeout) as response:
+    request = urllib.request.Request(f"{url}/v1/sessions", headers={TOKEN_HEADER: token or ""})
+    with opener.open(request, timeout=timeout) as response:
         data = json.loads(response.read())
     sessions = data.get("sessions") if isinstance(data, dict) else None
     if not isinstance(sessions, list):
@@ -65,7 +68,12 @@ def _ago(ns: Any) -> str:
 def cmd_sessions(args: argparse.Namespace) -> int:
     url = daemon_url(args)
     try:
-        sessions = fetch_sessions(url)
+        sessions = fetch_sessions(url, read_token(paths_from(args)))
+    except urllib.error.HTTPError as exc:
+        if exc.code == 401:
+            return fail(f"the daemon at {url} refused our secret (HTTP 401): it is another user's or another "
+                        f"home's daemon, or ours was started with a different ingest.token", 1)
+        return fail(f"the daemon at {url} answered HTTP {exc.code}", 1)
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
         return fail(f"no daemon answers at {url} ({reason}); start it with `agent-collector run`", 1)

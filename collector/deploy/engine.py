@@ -109,7 +109,7 @@ def _install_file(
             if new is None:
                 remove_file(path)
             else:
-                write_atomic(path, new)
+                write_atomic(path, new, private=any(getattr(e, "private", False) for e in edits))
             store.save(agent, path, specs, baseline, new, created)
     except OSError as exc:
         return Change(agent, str(path), Action.ERROR, _reason(exc, path), dry_run)

@@ -38,16 +38,19 @@ def missing_parents(path: Path) -> list[Path]:
     return list(reversed(out))
 
 
-def write_atomic(path: Path, data: bytes, mode: int | None = None) -> None:
+def write_atomic(path: Path, data: bytes, mode: int | None = None, private: bool = False) -> None:
     """Write via a temp file in the same directory, fsync, then rename over ``path``.
 
-    Keeps the mode of the file it replaces (or uses ``mode``/0o644 for a new file)."""
+    Keeps the mode of the file it replaces (or uses ``mode``/0o644 for a new file); ``private`` (a file
+    holding the ingest secret) makes it 0600 whatever it was."""
     target = real_target(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
         keep_mode: int | None = target.stat().st_mode & 0o7777
     except FileNotFoundError:
         keep_mode = mode if mode is not None else 0o644
+    if private:
+        keep_mode = 0o600
     tmp = target.with_name(f".{target.name}.agent-collector.{os.getpid()}.tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -26,9 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from collector import __version__
+from collector.deploy.fsutil import write_atomic
 from collector.deploy.hookcmd import hook_command
 from collector.deploy.model import DeployError
 from collector.deploy.strategies import Check, FileEdit
+from collector.ingest.secret import ensure_token, read_token
+from collector.ingest.server import TOKEN_HEADER
 from collector.paths import Paths
 
 PLUGIN_NAME = "agent-collector"
@@ -76,25 +79,28 @@ def hooks_document(agent: str, spec: dict[str, Any], paths: Paths, port: int,
     command_events = set(spec.get("command_events") or COMMAND_ONLY_EVENTS)
     timeout = spec.get("timeout", DEFAULT_TIMEOUT_S)
     url = ingest_url(port, agent)
+    token = read_token(paths) or ""  # made by install / the daemon's start (write_plugin makes it too)
     hooks: dict[str, list[dict[str, Any]]] = {}
     for event in events:
         if event in command_events:
             spool = hook_command(paths, agent, event, hook_script)
-            hook = {"type": "command", "command": relay_command(url, spool), "timeout": timeout}
+            hook = {"type": "command", "command": relay_command(url, spool, paths.ingest_header_file),
+                    "timeout": timeout}
         else:
-            hook = {"type": "http", "url": url, "timeout": timeout}
+            hook = {"type": "http", "url": url, "headers": {TOKEN_HEADER: token}, "timeout": timeout}
         group: dict[str, Any] = {"matcher": "*"} if event in MATCHER_EVENTS else {}
         group["hooks"] = [hook]
         hooks[event] = [group]
     return {"description": f"{HOOKS_MARKER}: telemetry hooks written by agent-collector", "hooks": hooks}
 
 
-def relay_command(url: str, spool_command: str) -> str:
+def relay_command(url: str, spool_command: str, header_file: Path) -> str:
     """A command hook that posts its stdin to the daemon like an http hook (so every event of a session
-    arrives through one queue, in order) and, when the daemon does not take it (down, no curl), runs
-    the spool hook script instead. Never prints, always exits 0."""
-    post = (f"curl -fsS -m 2 --noproxy '*' -o /dev/null -H 'Content-Type: application/json' --data-binary @- "
-            f"{shlex.quote(url)}")
+    arrives through one queue, in order) and, when the daemon does not take it (down, no curl, a 401),
+    runs the spool hook script instead. The secret comes from ``header_file`` (``-H @file``), never from
+    the command line. Never prints, always exits 0."""
+    post = (f"curl -fsS -m 2 --noproxy '*' -o /dev/null -H 'Content-Type: application/json' "
+            f"-H @{shlex.quote(str(header_file))} --data-binary @- {shlex.quote(url)}")
     return (f"p=$(cat); {{ printf '%s' \"$p\" | {post} || printf '%s' \"$p\" | {spool_command}; }} "
             ">/dev/null 2>&1; exit 0")
 
@@ -119,7 +125,10 @@ def is_managed_hooks(data: bytes | None) -> bool:
 
 
 class PluginFile:
-    """One whole file of the plugin directory, ours only when it carries our marker."""
+    """One whole file of the plugin directory, ours only when it carries our marker. Written 0600: the
+    hooks carry the user's ingest secret."""
+
+    private = True
 
     def __init__(self, spec: dict[str, Any], path: Path, content: bytes, what: str,
                  ours: Any) -> None:
@@ -153,13 +162,16 @@ def plugin_dir(spec: dict[str, Any], paths: Paths) -> Path:
 
 
 def configured_port(paths: Paths) -> int:
-    """The ingest port the daemon will listen on (config file, then AGENT_COLLECTOR_INGEST__PORT)."""
+    """The ingest port the daemon will listen on: ingest.port (config file, AGENT_COLLECTOR_INGEST__PORT),
+    else the port chosen for this user (<state dir>/ingest.port, chosen and kept now if there is none)."""
     from collector.config import ConfigError, load_config
+    from collector.ingest.secret import ingest_port
 
     try:
-        return load_config(paths.config_file).ingest.port
+        configured = load_config(paths.config_file).ingest.port
     except ConfigError:
-        return DEFAULT_PORT
+        configured = 0
+    return ingest_port(paths, configured)
 
 
 def http_plugin_edits(agent: str, spec: dict[str, Any], paths: Paths, hook_script: Path | None = None,
@@ -181,13 +193,13 @@ def http_plugin_edits(agent: str, spec: dict[str, Any], paths: Paths, hook_scrip
 def write_plugin(agent: str, spec: dict[str, Any], paths: Paths, hook_script: Path | None = None,
                  port: int | None = None) -> Path:
     """Install the plugin directory directly (tests, the e2e harness); the engine does it with records."""
+    ensure_token(paths)
     edits = http_plugin_edits(agent, spec, paths, hook_script, port)
     for edit in edits:
         current = edit.path.read_bytes() if edit.path.exists() else None
         content = edit.apply(current)
         assert content is not None
-        edit.path.parent.mkdir(parents=True, exist_ok=True)
-        edit.path.write_bytes(content)
+        write_atomic(edit.path, content, private=True)
     return plugin_dir(spec, paths)
 
 

@@ -12,15 +12,19 @@ from typing import Any
 
 from collector.config import Config
 from collector.ingest.envelope import to_envelope
+from collector.ingest.secret import ensure_token, ingest_port, record_port
 from collector.ingest.server import IngestConfig, IngestServer, Route
+from collector.paths import Paths
 from collector.pipeline.status import SessionStatusTracker
 from collector.sources.spool_writer import SpoolWriter
 
 log = logging.getLogger(__name__)
 
 
-def ingest_config(config: Config) -> IngestConfig:
-    return IngestConfig(port=config.ingest.port, max_body_bytes=config.ingest.max_body_bytes)
+def ingest_config(config: Config, paths: Paths) -> IngestConfig:
+    """The user's secret (made now if missing) and port (configured, or chosen per user and kept)."""
+    return IngestConfig(token=ensure_token(paths), port=ingest_port(paths, config.ingest.port),
+                        max_body_bytes=config.ingest.max_body_bytes)
 
 
 def live_snapshot(snapshot: dict[str, Any], tracker: SessionStatusTracker | None) -> dict[str, Any]:
@@ -79,9 +83,11 @@ class IngestPart:
     name = "ingest"
 
     def __init__(self, config: IngestConfig, spool_writer: SpoolWriter, known_agents: Callable[[], set[str]],
-                 snapshot: Callable[[], dict[str, Any]], routes: Sequence[Route] = ()) -> None:
+                 snapshot: Callable[[], dict[str, Any]], routes: Sequence[Route] = (),
+                 paths: Paths | None = None) -> None:
         self.config = config
         self._routes = list(routes)  # extra routes: the dashboard
+        self._paths = paths  # where the port in effect is recorded (<state dir>/ingest.port)
         self._writer = spool_writer
         self._known_agents = known_agents
         self._snapshot = snapshot
@@ -101,8 +107,12 @@ class IngestPart:
         except OSError as exc:
             relay.close()
             log.error("ingest server cannot listen on %s:%d (%s); http hooks are lost until it can, "
-                      "command hooks keep spooling", self.config.host, self.config.port, exc.strerror or exc)
+                      "command hooks keep spooling; if another program holds the port, set ingest.port, or "
+                      "delete <state dir>/ingest.port and run `agent-collector install` to choose another",
+                      self.config.host, self.config.port, exc.strerror or exc)
             return
+        if self._paths is not None:
+            record_port(self._paths, server.port)
         self.server, self.relay = server, relay
 
     async def stop(self) -> None:

@@ -9,6 +9,8 @@ A deliberately small HTTP/1.1 server on asyncio streams, strict about what it ac
   refused (403); no CORS header is ever sent, so no web page can post here or read an answer;
 * bodies need ``Content-Length`` (``Transfer-Encoding`` gets 411); a length over the cap gets 413
   before a byte of the body is read, and the connection is closed;
+* every request must carry the user's secret in ``X-Agent-Collector-Token`` (compared in constant
+  time); without it, or with another user's, the answer is 401 and the refusal is counted;
 * keep-alive (HTTP/1.1 default), with time limits on headers, bodies and idle connections.
 
 Routes: ``POST /v1/hooks/<agent>[?event=<name>]`` hands the raw body to ``submit`` and answers ``{}``
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import inspect
 import ipaddress
 import logging
@@ -39,6 +42,7 @@ log = logging.getLogger(__name__)
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 4319  # next to OTLP's 4317 (gRPC) and 4318 (HTTP), which a local OTel collector may hold
 HOOK_PREFIX = "/v1/hooks/"
+TOKEN_HEADER = "X-Agent-Collector-Token"
 
 Submit = Callable[[str, bytes, float], Awaitable[None] | None]
 
@@ -53,6 +57,7 @@ _LOOPBACK_NAMES = ("localhost",)
 
 @dataclass(frozen=True, slots=True)
 class IngestConfig:
+    token: str = ""  # required: the per-user secret (collector.ingest.secret)
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
     max_body_bytes: int = 1024 * 1024
@@ -128,6 +133,9 @@ class IngestServer:
         self.config = config or IngestConfig()
         self._routes = list(routes)
         check_loopback(self.config.host)
+        if not self.config.token:
+            raise ValueError("the ingest server needs the user's secret (IngestConfig.token)")
+        self._token = self.config.token.encode()
         self._submit = submit
         self._known_agents = known_agents
         self._snapshot = snapshot
@@ -255,11 +263,14 @@ class IngestServer:
             raise HttpError(403, "Host must be a loopback address with this server's port")
         route = self._extra(request.path)
         if route is not None:
-            route.check(request, self.port)
+            route.check(request, self.port)  # an extra route checks the secret its own way (a cookie)
             return
         browser = [h for h in headers if h in ("origin", "referer") or h.startswith("sec-fetch-")]
         if browser:
             raise HttpError(403, f"browser requests are refused ({', '.join(sorted(browser))})")
+        given = headers.get(TOKEN_HEADER.lower(), "").strip().encode("latin-1")
+        if not hmac.compare_digest(self._token, given):
+            raise HttpError(401, f"missing or wrong {TOKEN_HEADER} (the secret is in <state dir>/ingest.token)")
 
     def _host_ok(self, host: str) -> bool:
         known = self._hosts.get(host)

@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections import Counter
 from pathlib import Path
@@ -23,6 +24,7 @@ from harness import AgentHome, describe, run_scenario, write_agent_config
 from collector.definitions import load_definitions
 from collector.deploy import install_agent
 from collector.deploy.http_plugin import write_plugin
+from collector.ingest.secret import read_token
 from collector.paths import Paths, resolve_paths
 
 pytestmark = pytest.mark.e2e
@@ -120,8 +122,7 @@ def test_drop_in_plugin_with_a_running_daemon(plugin_home: PluginHome, fake_llm:
         wait_for(lambda: _reachable(port))
         run_claude(env, fake_llm)
         wait_for(lambda: "closed" in statuses(output(paths)))
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/sessions", timeout=5) as response:
-            sessions = json.loads(response.read())["sessions"]
+        sessions = get_sessions(port, read_token(paths))
     finally:
         daemon.send_signal(signal.SIGTERM)
         _, err = daemon.communicate(timeout=20)
@@ -161,6 +162,73 @@ def test_drop_in_plugin_with_the_daemon_down(plugin_home: PluginHome, fake_llm: 
     reference = Counter(e["event.name"] for e in settings_json_path(tmp_path / "settings", fake_llm))
     for name in ("session.start", "user.prompt", "llm.request", "llm.response", "tool.call", "tool.result"):
         assert names[name] == reference[name], name
+
+
+def get_sessions(port: int, token: str | None) -> list[dict[str, Any]]:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/sessions",
+                                     headers={"X-Agent-Collector-Token": token or ""})
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(request, timeout=5) as response:
+        return list(json.loads(response.read())["sessions"])
+
+
+def ingest_stats(port: int, token: str | None) -> dict[str, Any]:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/status",
+                                     headers={"X-Agent-Collector-Token": token or ""})
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(request, timeout=5) as response:
+        return dict(json.loads(response.read())["ingest"])
+
+
+def test_two_homes_two_daemons_real_claude_each_gets_only_its_own(
+        e2e_agents_bin: Path, tmp_path: Path, fake_llm: FakeLLMServer) -> None:
+    """Home A and home B on one machine, each with its daemon (own port, own secret). Claude Code in B
+    reaches only B's daemon; then B's plugin is pointed at A's port (the old shared-port accident): A
+    refuses every hook with 401 and counts it, A's output holds nothing of B, and B's SessionStart relay
+    spools instead."""
+    from harness import init_workdir
+
+    homes = []
+    for name in ("a", "b"):
+        home = tmp_path / name / "home"
+        home.mkdir(parents=True)
+        env = AgentHome(tmp_path / name, home, init_workdir(tmp_path / name / "work", git=True))
+        paths = resolve_paths(home, env={})
+        port = free_port()
+        write_plugin("claude-code", SPEC, paths, port=port)
+        homes.append((env, paths, port))
+    (a_env, a_paths, a_port), (b_env, b_paths, b_port) = homes
+    assert read_token(a_paths) != read_token(b_paths)
+    daemons = [subprocess.Popen([sys.executable, "-m", "collector", "run"], cwd=ROOT, env=collector_env(e.home, p),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+               for e, _, p in homes]
+    try:
+        wait_for(lambda: _reachable(a_port) and _reachable(b_port))
+        run_claude(b_env, fake_llm)
+        wait_for(lambda: "closed" in statuses(output(b_paths)))
+        b_sessions = {e["gen_ai.session.id"] for e in output(b_paths) if e.get("gen_ai.session.id")}
+        assert len(b_sessions) == 1
+        assert [s["session_id"] for s in get_sessions(b_port, read_token(b_paths))] == list(b_sessions)
+        assert get_sessions(a_port, read_token(a_paths)) == [] and output(a_paths) == []
+
+        write_plugin("claude-code", SPEC, b_paths, port=a_port)  # B's hooks now go to A's daemon
+        run_claude(b_env, fake_llm)
+        stats = ingest_stats(a_port, read_token(a_paths))
+        assert stats["requests"].get("rejected_401", 0) >= 5, stats  # every http hook of B's session
+        assert stats["requests"].get("accepted", 0) == 0
+        assert get_sessions(a_port, read_token(a_paths)) == [] and output(a_paths) == []
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            get_sessions(a_port, None)
+        assert refused.value.code == 401
+    finally:
+        for daemon in daemons:
+            daemon.send_signal(signal.SIGTERM)
+        for daemon in daemons:
+            _, err = daemon.communicate(timeout=20)
+            assert daemon.returncode == 0, err
+    relayed = [json.loads(x) for f in (b_paths.spool_dir / "claude-code").glob("*.jsonl") if ".http." not in f.name
+               for x in f.read_text().splitlines()]
+    assert [line["event"] for line in relayed] == ["SessionStart"], "the refused relay spooled at home"
 
 
 def _reachable(port: int) -> bool:

@@ -127,15 +127,28 @@ def daemon_url(plugin_dir: Path, env: dict[str, str]) -> str:
         return DEFAULT_URL
 
 
+def daemon_token(plugin_dir: Path, env: dict[str, str]) -> str:
+    """The ingest secret (every request needs it): $AGENT_COLLECTOR_TOKEN_FILE, else the file the marker names."""
+    try:
+        name = env.get("AGENT_COLLECTOR_TOKEN_FILE") or json.loads(
+            (plugin_dir / CONFIG_FILE).read_text(encoding="utf-8")).get("token_file")
+        return Path(str(name)).read_text(encoding="ascii").strip() if name else ""
+    except (OSError, ValueError, AttributeError):
+        return ""
+
+
 class Daemon:
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, token: str = "") -> None:
         self.url = url
+        self.token = token
         self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via a proxy
 
     def sessions(self) -> tuple[list[dict[str, Any]] | None, str | None]:
         """The sessions, or None and why not."""
         try:
-            with self._opener.open(f"{self.url}/v1/sessions", timeout=FETCH_TIMEOUT_S) as response:
+            request = urllib.request.Request(f"{self.url}/v1/sessions",
+                                             headers={"X-Agent-Collector-Token": self.token})
+            with self._opener.open(request, timeout=FETCH_TIMEOUT_S) as response:
                 data = json.loads(response.read(8 * 1024 * 1024))
         except urllib.error.HTTPError as exc:
             return None, f"HTTP {exc.code}"
@@ -391,7 +404,8 @@ def read_stdin(inbox: queue.Queue[dict[str, Any] | None]) -> None:
 
 def main() -> int:
     plugin_dir = Path(os.environ.get("AGENTTY_PLUGIN_DIR") or Path(__file__).resolve().parent)
-    plugin = Plugin(Host(), Daemon(daemon_url(plugin_dir, dict(os.environ))))
+    env = dict(os.environ)
+    plugin = Plugin(Host(), Daemon(daemon_url(plugin_dir, env), daemon_token(plugin_dir, env)))
     inbox: queue.Queue[dict[str, Any] | None] = queue.Queue()
     threading.Thread(target=read_stdin, args=(inbox,), daemon=True).start()
     while True:
