@@ -89,6 +89,13 @@ class FakeDaemon(ThreadedIngest):
         super().__init__(snapshot=lambda: {"sessions": list(self.sessions)})
 
 
+def write_marker(plugin_dir: Path, daemon: FakeDaemon) -> None:
+    """What `install --agent agentty` writes: the daemon's URL and where the user's ingest secret is."""
+    token_file = plugin_dir.parent / "ingest.token"
+    token_file.write_text(daemon.token + "\n")
+    (plugin_dir / "agent-collector.json").write_text(json.dumps({"url": daemon.url, "token_file": str(token_file)}))
+
+
 class FakeHost:
     """Plays Agentty: writes to the plugin's stdin, answers its requests, records what it writes."""
 
@@ -165,9 +172,7 @@ def daemon() -> Iterator[FakeDaemon]:
 def host(tmp_path: Path, daemon: FakeDaemon) -> Iterator[FakeHost]:
     plugin_dir = tmp_path / "agent-collector"  # Agentty wants the folder named after the id
     shutil.copytree(PLUGIN_SRC, plugin_dir)
-    token_file = plugin_dir.parent / "ingest.token"
-    token_file.write_text(daemon.token + "\n")
-    (plugin_dir / "agent-collector.json").write_text(json.dumps({"url": daemon.url, "token_file": str(token_file)}))
+    write_marker(plugin_dir, daemon)
     h = FakeHost(plugin_dir)
     yield h
     if h.proc.poll() is None:
@@ -284,7 +289,7 @@ def test_the_palette_command_shows_the_panel(host: FakeHost, daemon: FakeDaemon,
 def test_the_plugin_keeps_its_state_in_the_data_dir(tmp_path: Path, daemon: FakeDaemon) -> None:
     plugin_dir = tmp_path / "agent-collector"
     shutil.copytree(PLUGIN_SRC, plugin_dir)
-    (plugin_dir / "agent-collector.json").write_text(json.dumps({"url": daemon.url}))
+    write_marker(plugin_dir, daemon)
     data_dir = tmp_path / "agentty-data" / "agent-collector"
     daemon.sessions = [session("a1", "waiting_for_input"), session("b2", "closed")]
     for run in (1, 2):

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from collector.cli.common import add_home, add_json, fail, paths_from, print_json
-from collector.config import ConfigError, load_config, load_for
+from collector.config import ConfigError, load_for
 from collector.definitions import AgentDefinition, detect
 from collector.deploy import (
     Change,
