@@ -25,7 +25,7 @@ def served(tmp_path: Path) -> Any:
     token = ensure_token(paths)
     route = DashboardRoute(paths, paths.data_dir / "usage.sqlite", lambda: {"version": "x", "sessions": []},
                            False, lambda: (ZoneInfo("UTC"), "UTC"))
-    server = ThreadedIngest(routes=[route])
+    server = ThreadedIngest(routes=[route], token=token)
     yield server, token, paths
     server.stop()
 
@@ -88,9 +88,11 @@ def test_same_origin_browser_requests_are_answered(served: Any) -> None:
 
 
 def test_the_rest_of_the_ingest_still_refuses_browsers(served: Any) -> None:
-    server, _, _ = served
-    assert get(server, "/v1/status", **{"Sec-Fetch-Site": "same-origin"})[0] == 403
-    assert get(server, "/v1/status")[0] == 200
+    server, token, _ = served
+    secret = {"X-Agent-Collector-Token": token}
+    assert get(server, "/v1/status", **{"Sec-Fetch-Site": "same-origin"}, **secret)[0] == 403
+    assert get(server, "/v1/status", Cookie=f"{COOKIE}={token}")[0] == 401, "the cookie is the dashboard's only"
+    assert get(server, "/v1/status", **secret)[0] == 200
 
 
 def test_usage_numbers_equal_the_store_and_hold_no_content(served: Any) -> None:
