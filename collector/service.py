@@ -48,6 +48,7 @@ from collector.pipeline.correlate import Correlator
 from collector.pipeline.processor import AgentSettings, Pipeline
 from collector.pipeline.quarantine import Quarantine, quarantine_dir
 from collector.pipeline.status import SessionStatusTracker
+from collector.pipeline.turns import TurnMarker
 from collector.plugins import check_definition, load_agents
 from collector.sources.base import Position, Source
 from collector.sources.factory import BuildContext, build_sources
@@ -193,7 +194,7 @@ class Service:
                                                          digest=content.digest_value)
         self._pipeline = Pipeline(agents, resource, self._store.seen, correlator,
                                   self.config.masking.enabled, self.status, content,
-                                  Quarantine(quarantine_dir(self.paths)))
+                                  Quarantine(quarantine_dir(self.paths)), TurnMarker(self._store.get("turns")))
 
     def _build_sources(self) -> None:
         assert self._store is not None
@@ -291,7 +292,7 @@ class Service:
             commit = Commit(
                 positions={p.stream: p.value for p in positions.values()},
                 seen_ids=[e["event.id"] for e in output.entries],
-                kv={"correlator": self._pipeline.correlator.state()},
+                kv={"correlator": self._pipeline.correlator.state(), "turns": self._pipeline.turns.state()},
             )
             self._count(output.entries, result)
             commit.kv["events_today"] = {"day": self._today, "counts": dict(self.events_today),

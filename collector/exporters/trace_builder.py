@@ -29,7 +29,6 @@ AttrValue = str | bool | int | float | list[str] | list[int] | list[float] | lis
 
 INTERNAL = "INTERNAL"
 CLIENT = "CLIENT"
-_ENDING_STATUSES = frozenset({"ready_for_review", "closed", "error"})
 
 # token fields of an llm.response -> span attribute names (semconv); only chat spans carry them
 TOKEN_ATTRIBUTES = {
@@ -463,10 +462,3 @@ def build_spans(turn: TurnInput) -> list[SpanData]:
     builder.attach_events(root)
     return ([root] if root is not None else []) + builder.spans
 
-
-def is_turn_end(entry: Entry) -> bool:
-    """Entries that end the turn they belong to (besides the next prompt and the idle timeout)."""
-    name = _name(entry)
-    if name == "session.end":
-        return True
-    return name == "session.status" and entry.get("session.status") in _ENDING_STATUSES

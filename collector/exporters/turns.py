@@ -1,11 +1,12 @@
-"""Group entries into user turns for the trace exporter. Pure state, no I/O; serialisable to JSON.
+"""Collect each turn's entries until the turn can be sent as a trace. Pure state, no I/O; JSON-serialisable.
 
-A turn begins at ``user.prompt`` and ends at the next prompt of the session, ``session.end``, a
-``session.status`` of ready_for_review/closed/error, or after ``idle_ns`` without new entries (then it is
-sent marked incomplete). An ended turn waits ``grace_ns`` for stragglers (a transcript line read after the
-hook that ended the turn) before it is released. Entries that name their turn (``gen_ai.turn.id``) go to
-it; others go to the session's current turn. Entries for a turn already released come back as a *late*
-unit (spans without a new root, parented by the deterministic root id).
+Which turn an entry belongs to, and which entries end a turn, is decided by the pipeline's turn step
+(``collector.pipeline.turns``: the ``turn.key`` and ``turn.ends`` fields); here a turn only waits until it
+is sent: ``grace_ns`` after the entry that ended it (for stragglers, e.g. a transcript line read after the
+hook that ended the turn), or after ``idle_ns`` without new entries (then it is sent marked incomplete).
+Entries for a turn already released come back as a *late* unit (spans without a new root, parented by the
+deterministic root id). Entries that did not pass the pipeline (direct use, queues written by an older
+version) are marked here by the same ``TurnMarker``.
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from collector.exporters.trace_builder import TurnInput, is_turn_end
+from collector.exporters.trace_builder import TurnInput
+from collector.pipeline.turns import ENDS, KEY, TurnMarker
 
 Entry = dict[str, Any]
 TurnKey = tuple[str, str, str]  # agent, session, turn key
-_SESSION_ONLY = ("session.start", "session.end", "session.status")
 
 
 @dataclass(slots=True)
@@ -45,7 +46,7 @@ class TurnAssembler:
         self.grace_ns = grace_ns
         self.max_closed = max_closed
         self.open: dict[TurnKey, OpenTurn] = {}
-        self.current: dict[tuple[str, str], str] = {}
+        self.marker = TurnMarker()  # only for entries the pipeline did not mark
         self.closed: OrderedDict[TurnKey, ClosedTurn] = OrderedDict()
         self.late: dict[TurnKey, list[Entry]] = {}
         self.duplicates = 0
@@ -53,29 +54,19 @@ class TurnAssembler:
 
     # -- intake -----------------------------------------------------------------------------------------
     def add(self, entry: Entry, now_ns: int) -> None:
-        name = str(entry.get("event.name", ""))
+        if KEY not in entry and ENDS not in entry:
+            entry = dict(entry)
+            self.marker.apply(entry)
         agent = str(entry.get("gen_ai.agent.type") or "")
         session = str(entry.get("gen_ai.session.id") or "")
+        key = entry.get(KEY)
+        if key is not None:
+            self._take(entry, (agent, session, str(key)), now_ns)
+        for ended in entry.get(ENDS) or []:
+            self._end((agent, session, str(ended)), now_ns)
+
+    def _take(self, entry: Entry, tkey: TurnKey, now_ns: int) -> None:
         event_id = str(entry.get("event.id") or "")
-        turn_id = entry.get("gen_ai.turn.id")
-        skey = (agent, session)
-        if name == "user.prompt":
-            key = str(turn_id or event_id)
-            previous = self.current.get(skey)
-            if previous is not None and previous != key:
-                self._end((agent, session, previous), now_ns)
-            self.current[skey] = key
-        elif turn_id:
-            key = str(turn_id)
-        else:
-            current = self.current.get(skey)
-            if current is None:
-                if name in _SESSION_ONLY:
-                    return  # nothing of a turn to hang it on
-                current = event_id
-                self.current[skey] = current
-            key = current
-        tkey = (agent, session, key)
         closed = self.closed.get(tkey)
         if closed is not None:
             if event_id in closed.ids:
@@ -87,18 +78,13 @@ class TurnAssembler:
             return
         turn = self.open.get(tkey)
         if turn is None:
-            turn = self.open[tkey] = OpenTurn(agent, session, key)
+            turn = self.open[tkey] = OpenTurn(*tkey)
         if event_id in turn.ids:
             self.duplicates += 1
             return
         turn.entries.append(entry)
         turn.ids.add(event_id)
         turn.last_arrival_ns = now_ns
-        if name == "session.end":
-            for other in [k for k in self.open if k[:2] == skey]:
-                self._end(other, now_ns)
-        elif is_turn_end(entry):
-            self._end(tkey, now_ns)
 
     def _end(self, tkey: TurnKey, now_ns: int) -> None:
         turn = self.open.get(tkey)
@@ -115,8 +101,6 @@ class TurnAssembler:
             if not (ended or idle):
                 continue
             del self.open[tkey]
-            if self.current.get(tkey[:2]) == tkey[2]:
-                del self.current[tkey[:2]]
             self.closed[tkey] = ClosedTurn(ids=set(turn.ids))
             out.append(TurnInput(turn.agent, turn.session, turn.key, turn.entries, complete=ended))
         for tkey, entries in self.late.items():
@@ -151,7 +135,7 @@ class TurnAssembler:
                 }
                 for t in self.open.values()
             ],
-            "current": [[a, s, k] for (a, s), k in self.current.items()],
+            "marker": self.marker.state(),
             "closed": [[*k, sorted(c.ids), sorted(c.span_ids)] for k, c in self.closed.items()],
             "late": [[*k, v] for k, v in self.late.items()],
         }
@@ -168,8 +152,7 @@ class TurnAssembler:
             )
             turn.ids = {str(e.get("event.id") or "") for e in turn.entries}
             self.open[(turn.agent, turn.session, turn.key)] = turn
-        for agent, session, key in data.get("current", []):
-            self.current[(agent, session)] = key
+        self.marker = TurnMarker(data.get("marker"))
         for agent, session, key, ids, span_ids in data.get("closed", []):
             self.closed[(agent, session, key)] = ClosedTurn(set(ids), set(span_ids))
         for agent, session, key, entries in data.get("late", []):

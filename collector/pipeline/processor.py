@@ -1,7 +1,7 @@
 """The pipeline proper: raw records in, finished entries out.
 
-boundary check -> parse (agent parser) -> dedupe -> boundary check -> enrich -> correlate -> status ->
-content policy -> masking -> encode check.
+boundary check -> parse (agent parser) -> dedupe -> boundary check -> enrich -> correlate -> turns
+(``turn.key``/``turn.ends``, collector.pipeline.turns) -> status -> content policy -> masking -> encode check.
 A record failing at any stage is quarantined (collector.pipeline.quarantine); its neighbours go on.
 Nothing here knows a particular agent; parsers are looked up by the record's agent.
 """
@@ -23,6 +23,7 @@ from collector.pipeline.correlate import Correlator
 from collector.pipeline.dedupe import Deduper
 from collector.pipeline.masking import mask_entry
 from collector.pipeline.quarantine import Quarantine, describe
+from collector.pipeline.turns import TurnMarker
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -72,6 +73,7 @@ class Pipeline:
         status: StatusObserver | None = None,
         content: ContentPolicy | None = None,
         quarantine: Quarantine | None = None,
+        turns: TurnMarker | None = None,
     ) -> None:
         self.agents = agents
         self.resource = resource
@@ -82,6 +84,7 @@ class Pipeline:
         self.content = content if content is not None else ContentPolicy.ephemeral()
         self.stats = PipelineStats()
         self.quarantine = quarantine or Quarantine(None)
+        self.turns = turns if turns is not None else TurnMarker()
         self._stage = "parse"  # where the record being processed is, for the quarantine's reason
 
     def process(self, records: Iterable[RawRecord]) -> Output:
@@ -182,6 +185,8 @@ class Pipeline:
             entry.setdefault("gen_ai.provider.name", settings.provider)
         self._stage = "correlate"
         self.correlator.apply(entry)
+        self._stage = "turns"
+        self.turns.apply(entry)
         self._stage = "policy"
         self.content.apply(entry, settings.capture if settings else False)
         if self.masking:
