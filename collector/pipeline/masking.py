@@ -56,6 +56,8 @@ STRUCTURAL_KEYS = frozenset(
         "gen_ai.agent.type",
         "gen_ai.session.id",
         "gen_ai.turn.id",
+        "turn.key",
+        "turn.ends",
         "gen_ai.tool.call.id",
         "gen_ai.response.id",
         "gen_ai.request.id",
