@@ -90,3 +90,25 @@ def test_a_second_pass_writes_nothing_twice(tmp_path: Path) -> None:
     second = collect(paths)
     assert len(first) == len(second) > 0
     assert_no_duplicates(second)
+
+
+@pytest.mark.parametrize("case", ["tool_then_answer", "two_turns_resume", "failing_command"])
+def test_chat_log_alone_gives_the_hooks_prompts(case: str) -> None:
+    """The chat log's user record has no prompt id; the telemetry after it has, and the prompt it makes
+    has the hook's event id, turn id and text, so hook + chat log collapse into one entry."""
+    hooks = {e["event.id"]: e for e in by_name(run(records(case, "hook")), "user.prompt")}
+    chat = by_name(run(records(case, "transcript")), "user.prompt")
+    assert chat and {e["event.id"] for e in chat} == set(hooks)
+    for prompt in chat:
+        hook = hooks[prompt["event.id"]]
+        assert prompt["gen_ai.turn.id"] == hook["gen_ai.turn.id"]
+        assert prompt["gen_ai.input.messages"] == hook["gen_ai.input.messages"]
+    both = by_name(run(records(case, "transcript"), records(case, "hook")), "user.prompt")
+    assert len(both) == len(hooks)
+
+
+def test_only_the_first_telemetry_of_a_turn_reports_its_prompt() -> None:
+    chat = records("two_turns_resume", "transcript")
+    telemetry = [r for r in chat if r.data.get("subtype") == "ui_telemetry"]
+    made = [[e.name for e in qwen_code.parse(r)] for r in telemetry]
+    assert [names.count("user.prompt") for names in made] == [1, 0, 0, 1, 0, 0]

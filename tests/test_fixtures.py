@@ -4,8 +4,10 @@ server's own token records (response_usage.jsonl)."""
 from __future__ import annotations
 
 import json
+import shutil
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support import (
@@ -64,6 +66,45 @@ def test_fixture_case(case: Path, tmp_path: Path) -> None:
         assert (calls, results, status) == (1, 1, want["status"]), call_id
         names = {e.get("gen_ai.tool.name") for e in entries if e.get("gen_ai.tool.call.id") == call_id}
         assert names == {want["name"]}
+
+
+FILE_CASES = [c for c in CASES if (c / "spool").exists() and (c / "home").exists()]
+
+
+def _facts(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """What files alone must give as well as hooks + files: turns, tokens per call, pairing and status,
+    error flags, subagent links."""
+    prompts = [e for e in entries if e["event.name"] == "user.prompt"]
+    results = {e["gen_ai.tool.call.id"]: (e.get("tool.result.status"), e.get("error.type"))
+               for e in entries if e["event.name"] == "tool.result"}
+    return {
+        "turns": sorted(e["gen_ai.turn.id"] for e in prompts),
+        "tokens": entry_tokens(entries),
+        "pairs": tool_pairs(entries),
+        "results": results,
+        "errors": sorted(str(e.get("error.type")) for e in entries if e["event.name"] == "error"),
+        "subagents": sorted({(e.get("gen_ai.agent.id"), e.get("gen_ai.subagent.parent_tool_call.id"))
+                             for e in entries if e.get("gen_ai.agent.scope") == "subagent"}),
+        "turned": all(e.get("gen_ai.turn.id") in {p["gen_ai.turn.id"] for p in prompts}
+                      for e in entries if e["event.name"] in ("llm.response", "tool.call", "tool.result")),
+    }
+
+
+@pytest.mark.parametrize("case", FILE_CASES, ids=[f"{c.parent.name}/{c.name}" for c in FILE_CASES])
+def test_files_alone_give_the_same_facts(case: Path, tmp_path: Path) -> None:
+    """A backfill of the agent's own files (no hook spool) yields the same turns, tokens, tool pairs and
+    statuses, errors and subagents as hooks + files; facts only a hook gives are listed per case."""
+    both = _facts(collect(prepare_fixture(case, tmp_path / "both")))
+    shutil.rmtree(tmp_path / "both")
+    alone_paths = prepare_fixture(case, tmp_path / "alone")
+    shutil.rmtree(alone_paths.spool_dir)
+    alone = _facts(collect(alone_paths))
+    hook_only = json.loads((case / "expected.json").read_text()).get("hook_only", {})  # fact -> why
+    assert set(hook_only) <= set(both)
+    for key in hook_only:
+        assert alone[key] != both[key], f"{key} is listed as hook-only but the files give it"
+        alone[key] = both[key]
+    assert alone == both
 
 
 def test_replay_adds_nothing(tmp_path: Path) -> None:

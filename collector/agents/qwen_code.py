@@ -6,7 +6,12 @@ Which input is authoritative for what:
 - Prompts: the ``UserPromptSubmit`` hook, whose ``prompt_id`` (``<session>########<n>``) is the turn id.
   It fires twice per turn, the second time after the tool batch with an empty prompt and the same
   ``prompt_id``: one prompt is one turn, so the empty one is dropped. The chat log's ``user`` record has
-  no prompt id (nothing to match the hook with), so it is not reported.
+  no prompt id, but the ``ui_telemetry`` records of its turn do: the first telemetry record of a prompt id
+  looks back through the file for the ``user`` record before it and reports the prompt with that id
+  (text and time from the user record). Hook and chat log give the same event id; whichever is read
+  first is kept (they agree on the text; the hook's time is when Qwen ran it, the chat log's when it
+  wrote it, some milliseconds apart). A prompt whose turn wrote no telemetry at all (killed before the
+  first model call answered) is not in the chat log's ids, so only the hook reports it.
 - Model calls: the chat log's ``system/ui_telemetry`` record with ``event.name = qwen-code.api_response``
   (response id, model, tokens, latency, prompt id). The ``assistant`` record repeats the tokens without
   the response id; it gives the tool calls only. Prompt tokens (``input_token_count``) include cached.
@@ -35,6 +40,7 @@ from collector.agents.common import (
     text_message,
     usage_attributes,
 )
+from collector.agents.lookbehind import lines_before
 from collector.model import AgentActivityEntry, RawRecord
 
 _EXIT_CODE = re.compile(r"^Exit Code:\s*(-?\d+)", re.MULTILINE)
@@ -100,9 +106,12 @@ def _post_tool(record: RawRecord, hook: HookEnvelope, session: str | None) -> li
     attrs["duration_ms"] = hook.get("duration_ms")
     if hook.event == "PostToolUseFailure":
         interrupted = bool(hook.get("is_interrupt"))
+        message = _as_text(hook.get("error"))
+        exit_code = _exit_code(message)
         attrs["tool.result.status"] = "cancelled" if interrupted else "error"
-        attrs["error.type"] = "interrupted" if interrupted else "tool_error"
-        attrs["error.message"] = _as_text(hook.get("error"))
+        attrs["error.type"] = "interrupted" if interrupted else "exit_code" if exit_code else "tool_error"
+        attrs["error.message"] = message
+        attrs["process.exit.code"] = exit_code
     else:
         response = hook.get("tool_response")
         exit_code = _exit_code(response.get("llmContent") if isinstance(response, dict) else response)
@@ -216,14 +225,56 @@ def _telemetry(record: RawRecord, data: dict[str, Any], session: str | None,
     if not isinstance(event, dict):
         return []
     name = event.get("event.name")
+    prompts = _turn_prompt(record, event, session)
     if name == "qwen-code.api_response":
-        return _api_response(record, event, session, time_ns)
+        return prompts + _api_response(record, event, session, time_ns)
     if name == "qwen-code.api_error":
         attrs = {"gen_ai.turn.id": event.get("prompt_id"), "gen_ai.request.model": event.get("model"),
                  "error.type": str(event.get("error_type") or "api_error"),
                  "error.message": _as_text(event.get("error"))}
-        return [native_entry(record, "error", time_ns, session, str(data.get("uuid")), attrs)]
+        return prompts + [native_entry(record, "error", time_ns, session, str(data.get("uuid")), attrs)]
+    return prompts
+
+
+def _main_prompt_id(data: dict[str, Any], session: str) -> str | None:
+    """The main session's prompt id (``<session>########<n>``) a telemetry record carries, if any;
+    sub-agents' prompt ids are other strings."""
+    if data.get("subtype") != "ui_telemetry":
+        return None
+    payload = data.get("systemPayload")
+    event = payload.get("uiEvent") if isinstance(payload, dict) else None
+    prompt_id = event.get("prompt_id") if isinstance(event, dict) else None
+    if isinstance(prompt_id, str) and prompt_id.startswith(session + "########"):
+        return prompt_id
+    return None
+
+
+def _turn_prompt(record: RawRecord, event: dict[str, Any], session: str | None) -> list[AgentActivityEntry]:
+    """The user.prompt of the turn this telemetry record belongs to, when it is the turn's first one:
+    the nearest ``user`` record before it, unless a record with a main prompt id comes first."""
+    prompt_id = event.get("prompt_id")
+    path, offset = record.meta.get("path"), record.position
+    if not session or not isinstance(prompt_id, str) or not prompt_id.startswith(session + "########"):
+        return []
+    if not isinstance(path, str) or not offset.isdigit():
+        return []
+    for data in lines_before(path, int(offset)):
+        if data.get("sessionId") != session:
+            continue
+        if _main_prompt_id(data, session):
+            return []  # not the turn's first telemetry record: that one reported the prompt
+        if data.get("type") == "user" and not data.get("subtype"):
+            return _user_prompt(record, data, session, prompt_id)
     return []
+
+
+def _user_prompt(record: RawRecord, data: dict[str, Any], session: str, prompt_id: str) -> list[AgentActivityEntry]:
+    texts = [p["text"] for p in _parts(data) if isinstance(p.get("text"), str)]
+    text = "\n".join(texts)
+    if not text:
+        return []
+    attrs = {"gen_ai.turn.id": prompt_id, "gen_ai.input.messages": text_message("user", text)}
+    return [native_entry(record, "user.prompt", iso_to_ns(data.get("timestamp")), session, prompt_id, attrs)]
 
 
 def _api_response(record: RawRecord, event: dict[str, Any], session: str | None,
