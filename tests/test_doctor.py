@@ -196,3 +196,15 @@ def test_healthy_with_a_real_daemon(home: Path, capsys: pytest.CaptureFixture[st
         except subprocess.TimeoutExpired:
             daemon.kill()
             daemon.communicate()
+
+
+def test_clock_skew_and_exporter_backlog_warn() -> None:
+    from collector.doctor.system import check_backlog, check_clock
+
+    now = time.time()
+    skewed = check_clock(int((now + 3600) * 1e9), now)
+    assert skewed.level == "warn" and "60 min in the future" in skewed.message and "timedatectl" in skewed.fix
+    assert check_clock(int(now * 1e9), now).level == "ok"
+    backed = check_backlog({"exporters": {"otlp:logs": {"queued": 25_000}, "jsonl": {"written": 5}}})
+    assert backed.level == "warn" and "otlp:logs: 25000" in backed.message
+    assert check_backlog({"exporters": {"otlp:logs": {"queued": 3}}}).level == "ok"

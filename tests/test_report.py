@@ -299,3 +299,17 @@ def test_rollup_bands_cover_every_tier_of_the_price_table() -> None:
                 for value in getattr(price, "prices", price).__dict__.values():
                     starts |= {int(t.start) for t in getattr(value, "tiers", ())}
     assert starts and starts <= set(EDGES)
+
+
+def test_tables_fit_the_terminal(tmp_path: Path) -> None:
+    """Exact numbers when they fit; compact ones (12.6k, 1.2M) in a narrow terminal."""
+    from collector.usage.render import table_lines
+
+    entries = [_call("a", "claude-sonnet-4-5", "anthropic", 12_345_678, 654_321, cr=2_000_000, cw=345_678)]
+    data = _store_report(tmp_path, entries)
+    wide = table_lines(data, breakdown=True, width=200)
+    assert "10,000,000" in wide[2] and max(len(x) for x in wide[:6]) <= 200
+    narrow = table_lines(data, breakdown=True, width=80)
+    assert "10.0M" in narrow[2] and "654.3k" in narrow[2]
+    assert max(len(x) for x in narrow[:6]) <= 80
+    assert any(line.startswith("Prices: genai-prices") for line in narrow)

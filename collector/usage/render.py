@@ -11,6 +11,9 @@ KEY_HEADERS = {"daily": "Date", "weekly": "Week of", "monthly": "Month", "sessio
 COLUMNS = (("Input", "uncached_input_tokens"), ("Cache read", "cache_read_tokens"),
            ("Cache write", "cache_write_tokens"), ("Output", "output_tokens"), ("Reasoning", "reasoning_tokens"),
            ("Calls", "calls"), ("Tools", "tool_calls"), ("Failed", "tool_failures"))
+SHORT = ("In", "C.read", "C.write", "Out", "Reas", "Calls", "Tools", "Fail")
+# exact numbers, full headers -> compact numbers -> compact numbers, short headers, one-space gaps
+LAYOUTS = ((True, False), (False, False), (False, True))
 
 
 def compact(n: int) -> str:
@@ -48,39 +51,40 @@ def _cells(label: str, row: dict[str, Any], exact: bool) -> list[str]:
 
 
 def table_lines(report: dict[str, Any], breakdown: bool, width: int) -> list[str]:
-    for exact in (True, False):
-        lines = _table(report, breakdown, exact)
+    for exact, short in LAYOUTS:
+        lines = _table(report, breakdown, exact, short)
         if max(len(line) for line in lines) <= width:
             break
     return lines + _notes(report)
 
 
-def _table(report: dict[str, Any], breakdown: bool, exact: bool) -> list[str]:
-    headers = [KEY_HEADERS[report["report"]]] + [h for h, _ in COLUMNS] + ["Cost"]
+def _table(report: dict[str, Any], breakdown: bool, exact: bool, short: bool = False) -> list[str]:
+    names = SHORT if short else tuple(h for h, _ in COLUMNS)
+    headers = [KEY_HEADERS[report["report"]]] + list(names) + ["Cost"]
     body: list[list[str]] = []
     for row in report["rows"]:
         body.append(_cells(_label(report, row), row, exact))
         if breakdown and report["report"] != "model":
             body.extend(_cells("  " + m["model"], m, exact) for m in row["models"])
     total = _cells("Total", report["total"], exact)
-    return _layout(headers, body, total)
+    return _layout(headers, body, total, " " if short else "  ")
 
 
-def _layout(headers: Sequence[str], body: list[list[str]], total: list[str]) -> list[str]:
+def _layout(headers: Sequence[str], body: list[list[str]], total: list[str], gap: str = "  ") -> list[str]:
     rows = [list(headers), *body, total]
     widths = [max(len(r[i]) for r in rows) for i in range(len(headers))]
 
     def line(cells: Sequence[str]) -> str:
         first = cells[0].ljust(widths[0])
         rest = [c.rjust(w) for c, w in zip(cells[1:], widths[1:], strict=True)]
-        return "  ".join([first, *rest]).rstrip()
+        return gap.join([first, *rest]).rstrip()
 
-    rule = "  ".join("-" * w for w in widths)
+    rule = gap.join("-" * w for w in widths)
     return [line(headers), rule, *(line(r) for r in body), rule, line(total)]
 
 
 def _notes(report: dict[str, Any]) -> list[str]:
-    notes = ["", "Input is uncached input; cache reads and writes are apart (all three are input tokens).",
+    notes = ["", "Input: uncached; cache reads and writes apart (all three are input tokens).",
              f"Prices: {report['price_table']}; times in {report['timezone']}."]
     unpriced = report["total"]["unpriced_calls"]
     if unpriced:
