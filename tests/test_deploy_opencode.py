@@ -118,3 +118,65 @@ def test_plugin_inject_creates_the_list_when_absent(opencode: tuple[Path, object
     config.write_text(config.read_text().replace('"model": "m"', '"model": "n"'))  # foreign edit
     uninstall_agent(defn, paths)  # type: ignore[arg-type]
     assert parse(config.read_text()).value() == {"model": "n"}
+
+
+# OpenCode 1.18.33 calls a plugin as `await plugin(input)` and gives every bus event to its `event` hook as
+# `{ event: { id, type, properties } }` (properties: the event's data); at exit it runs the hooks' `dispose`.
+# The event shapes are OpenCode's own (its QuestionRequest, QuestionReplied and Session.Info schemas).
+LIFECYCLE = """
+const mod = await import(process.argv[1]);
+const hooks = await mod.AgentCollectorPlugin({ directory: "/w", worktree: "/w", project: { id: "p" } });
+const send = (id, type, properties) => hooks.event({ event: { id, type, properties } });
+const session = { id: "ses_q", slug: "s", projectID: "p", directory: "/w", title: "t", version: "1.18.33",
+                  time: { created: 1796040000000, updated: 1796040000000 } };
+await send("evt_1", "session.created", { sessionID: "ses_q", info: session });
+await hooks["chat.message"]({ sessionID: "ses_q" }, { message: { id: "msg_1", role: "user" }, parts: [] });
+const call = { tool: "question", sessionID: "ses_q", callID: "call_q" };
+if (process.argv[3] === "hook") await hooks["tool.execute.before"](call, { args: { questions: [] } });
+await send("evt_2", "question.asked", { id: "que_1", sessionID: "ses_q", tool: { messageID: "msg_2", callID: "call_q" },
+  questions: [{ question: "Which file?", header: "File", options: [{ label: "a.txt", description: "the first" }] }] });
+if (process.argv[2] === "answer") {
+  await send("evt_3", "question.replied", { sessionID: "ses_q", requestID: "que_1", answers: [["a.txt"]] });
+  await send("evt_4", "session.deleted", { sessionID: "ses_q", info: session });
+}
+await hooks.dispose();
+console.log("done");
+"""
+
+
+def _statuses(entries: list[dict[str, object]]) -> list[object]:
+    ordered = sorted(entries, key=lambda e: e["time_unix_nano"])  # type: ignore[arg-type, return-value]
+    return [e["session.status"] for e in ordered if e["event.name"] == "session.status"]
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed")
+@pytest.mark.parametrize("answer", [True, False], ids=["answered-then-deleted", "open-at-exit"])
+def test_question_asked_is_waiting_for_input_and_the_session_closes(
+    opencode: tuple[Path, object], answer: bool
+) -> None:
+    """Answered: the question tool's hook comes first, as in OpenCode. Open at exit: question.asked alone."""
+    from support import collect
+
+    home, paths = opencode
+    install_agent(definitions()["opencode"], paths)  # type: ignore[arg-type]
+    plugin = home / ".config" / "opencode" / "plugin" / "agent-collector.js"
+    assert NODE
+    run = subprocess.run([NODE, "--input-type=module", "-e", LIFECYCLE, str(plugin), "answer" if answer else "-",
+                          "hook" if answer else "-"],
+                         capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
+    assert run.returncode == 0 and run.stdout.strip() == "done", run.stderr
+    day = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
+    spool = paths.spool_dir / "opencode" / f"opencode-{day}.jsonl"  # type: ignore[attr-defined]
+    lines = [json.loads(line) for line in spool.read_text().splitlines()]
+    entries = collect(paths)  # type: ignore[arg-type]
+    ends = [e for e in entries if e["event.name"] == "session.end"]
+    if answer:
+        replied = next(line for line in lines if line["event"] == "question.replied")
+        assert replied["payload"]["properties"]["tool"] == {"callID": "call_q"}  # the plugin names the call
+        assert _statuses(entries) == ["idle", "running", "waiting_for_input", "running", "closed"]
+        assert [e["session.reason"] for e in ends] == ["deleted"]
+        assert "plugin.dispose" not in [line["event"] for line in lines], "a deleted session is not closed again"
+    else:  # OpenCode ended with the question open: dispose closes the session
+        assert _statuses(entries) == ["idle", "running", "waiting_for_input", "closed"]
+        assert [e["session.reason"] for e in ends] == ["exit"]
+        assert lines[-1] == {**lines[-1], "event": "plugin.dispose", "payload": {"properties": {"sessionID": "ses_q"}}}

@@ -21,8 +21,10 @@ from OpenCode's own id: a re-read row makes the same entries, which the pipeline
   (``callID``). ``tool.execute.after`` does not fire for a tool that throws; its part row (status
   ``error``) still gives the result. A shell command that exits non-zero is ``status: completed`` with
   ``metadata.exit`` != 0, reported here as an error.
-- session.start: the ``session`` row and the plugin's ``session.created`` event. OpenCode has no
-  session end in ``run`` mode; nothing is invented.
+- session.start: the ``session`` row and the plugin's ``session.created`` event.
+- session.end: ``session.deleted`` (``session.reason: deleted``), and the plugin's own ``plugin.dispose``
+  line per session the process ran, written when OpenCode disposes its plugins at exit
+  (``session.reason: exit``; a later ``run --continue`` opens it again).
 """
 
 from __future__ import annotations
@@ -304,6 +306,23 @@ def _session_error(record: RawRecord, hook: HookEnvelope, inp: dict[str, Any],
 
 
 HookHandler = Callable[[RawRecord, HookEnvelope, dict[str, Any], dict[str, Any]], list[AgentActivityEntry]]
+
+
+def _session_end(reason: str) -> HookHandler:
+    """``session.deleted`` (the user deleted it) and our ``plugin.dispose`` (OpenCode ended the process that
+    ran it, e.g. after ``opencode run``): the session ends, for the given reason."""
+
+    def handler(record: RawRecord, hook: HookEnvelope, inp: dict[str, Any],
+                out: dict[str, Any]) -> list[AgentActivityEntry]:
+        props = _bus_props(inp)
+        session = _str(props.get("sessionID")) or _str(_obj(props.get("info")).get("id"))
+        if session is None:
+            return []
+        return [hook_entry(record, hook, "session.end", session, attributes={"session.reason": reason})]
+
+    return handler
+
+
 _HOOKS: dict[str, HookHandler] = {
     "session.created": _session_created,
     "chat.message": _chat_message,
@@ -313,8 +332,11 @@ _HOOKS: dict[str, HookHandler] = {
     "message.updated": _message_updated,
     "message.part.updated": _part_updated,
     "session.error": _session_error,
+    "session.deleted": _session_end("deleted"),
+    "plugin.dispose": _session_end("exit"),
 }
-_BUS_EVENTS = {"session.created", "message.updated", "message.part.updated", "session.error"}
+_BUS_EVENTS = {"session.created", "message.updated", "message.part.updated", "session.error", "session.deleted",
+               "plugin.dispose"}
 
 
 def _str(value: Any) -> str | None:

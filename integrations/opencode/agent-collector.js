@@ -6,16 +6,25 @@
 // to <spool>/opencode/opencode-YYYY-MM-DD.jsonl (UTC day). <spool> is $AGENT_COLLECTOR_SPOOL_DIR, else
 // the directory baked in at install time. Each line is one synchronous O_APPEND write, so lines of
 // concurrent OpenCode processes do not interleave. Only node:fs is imported, and nothing here throws.
+// Besides the hooks and bus events, it writes one "plugin.dispose" line per session this process ran when
+// OpenCode disposes it (at exit), and names the tool call in question.replied / question.rejected (the
+// reply names only the request; question.asked named both).
 import { appendFileSync, mkdirSync } from "node:fs";
 
 const AGENT = @@AGENT_ID@@;
 const SPOOL_DIR = (process.env.AGENT_COLLECTOR_SPOOL_DIR || @@SPOOL_DIR@@) + "/" + AGENT;
 const BUS_EVENTS = new Set([
-  "session.created", "session.updated", "session.idle", "session.status", "session.error",
+  "session.created", "session.updated", "session.idle", "session.status", "session.error", "session.deleted",
   "message.updated", "message.part.updated", "permission.asked", "permission.updated", "permission.replied",
+  "question.asked", "question.replied", "question.rejected",
 ]); // message.part.delta (streamed text) is noise: message.part.updated carries the result
+const MAX_REMEMBERED = 256;
 
 let dirReady = false;
+// Sessions this OpenCode process took part in (closed in the spool when OpenCode disposes the plugin),
+// and the tool call each open question belongs to (its reply names only the request).
+const sessions = new Set();
+const questionCalls = new Map();
 
 function line(event, payload, now) {
   try {
@@ -40,15 +49,65 @@ function record(event, payload) {
   }
 }
 
+function remember(set, key, value) {
+  if (typeof key !== "string" || !key) return;
+  set.delete(key);
+  if (set instanceof Map) set.set(key, value);
+  else set.add(key);
+  if (set.size > MAX_REMEMBERED) set.delete(set.keys().next().value);
+}
+
+function sessionOf(event) {
+  const props = (event && event.properties) || {};
+  return props.sessionID || (props.info && props.info.id);
+}
+
+// A question's reply carries only its request id: add the tool call it belongs to, as question.asked said.
+function withQuestionCall(event) {
+  const props = event.properties || {};
+  if (event.type === "question.asked") {
+    remember(questionCalls, props.id, props.tool && props.tool.callID);
+    return event;
+  }
+  const callID = questionCalls.get(props.requestID);
+  questionCalls.delete(props.requestID);
+  return callID ? { ...event, properties: { ...props, tool: { ...(props.tool || {}), callID } } } : event;
+}
+
+function onEvent(event) {
+  if (!event || !BUS_EVENTS.has(event.type)) return;
+  if (event.type === "session.deleted") sessions.delete(sessionOf(event));
+  else remember(sessions, sessionOf(event));
+  record(event.type, event.type.startsWith("question.") ? withQuestionCall(event) : event);
+}
+
+function withSession(name, input, output) {
+  try {
+    remember(sessions, input && input.sessionID);
+  } catch (err) {
+    // ignore: the line below matters more
+  }
+  record(name, { input, output });
+}
+
 export const AgentCollectorPlugin = async () => ({
   event: async ({ event } = {}) => {
     try {
-      if (event && BUS_EVENTS.has(event.type)) record(event.type, event);
+      onEvent(event);
     } catch (err) {
       // ignore
     }
   },
-  "chat.message": async (input, output) => record("chat.message", { input, output }),
+  // OpenCode disposes its plugins when the process ends: each session it ran here is over (for now).
+  dispose: async () => {
+    try {
+      for (const sessionID of sessions) record("plugin.dispose", { properties: { sessionID } });
+      sessions.clear();
+    } catch (err) {
+      // ignore
+    }
+  },
+  "chat.message": async (input, output) => withSession("chat.message", input, output),
   // One per model call, the session-title call included. Only what the collector reads: the provider
   // options in `input` can hold an API key, which must never reach the spool.
   "chat.params": async (input, output) => {
@@ -67,6 +126,6 @@ export const AgentCollectorPlugin = async () => ({
       // ignore
     }
   },
-  "tool.execute.before": async (input, output) => record("tool.execute.before", { input, output }),
-  "tool.execute.after": async (input, output) => record("tool.execute.after", { input, output }),
+  "tool.execute.before": async (input, output) => withSession("tool.execute.before", input, output),
+  "tool.execute.after": async (input, output) => withSession("tool.execute.after", input, output),
 });

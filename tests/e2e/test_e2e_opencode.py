@@ -7,13 +7,24 @@ so every call but that one must carry the server's exact numbers, and the one mi
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from collector_e2e import check_report, check_session, data_dir, result_statuses, run_collected, tool_names
+from collector_e2e import (
+    check_report,
+    check_session,
+    collector,
+    data_dir,
+    result_statuses,
+    run_collected,
+    tool_names,
+)
 from fake_llm import FakeLLMServer
-from harness import AgentHome
+from harness import AgentHome, make_env
+from npm_agents import agent_bin
+from support import read_output
 
 pytestmark = pytest.mark.e2e
 AGENT = "opencode"
@@ -57,9 +68,13 @@ def test_two_turns_resumed_in_a_new_process(
     pairs = check(entries, fake_llm, turns=2)
     assert result_statuses(pairs) == ["success", "success"]
     assert tool_names(entries) == ["bash", "write"]
-    # `opencode run --continue` announces nothing: one start (the session row), no end in run mode
+    # `opencode run --continue` announces nothing: one start (the session row); each of the two processes
+    # ends by disposing the plugin, which ends the session (for now: the second run took it up again)
     assert [e["event.name"] for e in entries].count("session.start") == 1
-    assert not [e for e in entries if e["event.name"] == "session.end"]
+    assert [e["session.reason"] for e in entries if e["event.name"] == "session.end"] == ["exit", "exit"]
+    statuses = [e["session.status"] for e in sorted(entries, key=lambda e: e["time_unix_nano"])
+                if e["event.name"] == "session.status"]
+    assert statuses[-1] == "closed" and "running" in statuses[statuses.index("closed"):]
 
 
 def test_failing_command(e2e_agents_bin: Path, agent_home: AgentHome, fake_llm: FakeLLMServer) -> None:
@@ -69,3 +84,25 @@ def test_failing_command(e2e_agents_bin: Path, agent_home: AgentHome, fake_llm: 
     result = next(e for e in entries if e["event.name"] == "tool.result")
     assert result["error.type"] == "exit_code" and result["process.exit.code"] == 1
     assert result["error.message.length"] > 0 and "error.message" not in result  # content capture is off
+
+
+def test_a_session_deleted_with_opencodes_cli_is_closed(
+    e2e_agents_bin: Path, agent_home: AgentHome, fake_llm: FakeLLMServer
+) -> None:
+    """`opencode session delete` (OpenCode's own CLI) publishes session.deleted to our plugin: the session
+    ends (`session.reason: deleted`) and its status is `closed`. The run before it ended with OpenCode
+    disposing the plugin at exit, which already closed the session once (`session.reason: exit`)."""
+    entries = run(agent_home, fake_llm, "tool_then_answer")
+    (session,) = {e["gen_ai.session.id"] for e in entries if "gen_ai.session.id" in e}
+    assert [e["session.reason"] for e in entries if e["event.name"] == "session.end"] == ["exit"]
+    env = make_env(AGENT, agent_home.home, agent_home.workdir, fake_llm, NO_NPM_RETRY)
+    deleted = subprocess.run([str(agent_bin(AGENT)), "session", "delete", session], cwd=agent_home.workdir,
+                             env=env, capture_output=True, text=True, timeout=180)
+    assert deleted.returncode == 0, deleted.stdout + deleted.stderr
+    collector(agent_home.home, "collect", "--once", "-q")
+    after = read_output(data_dir(agent_home) / "output")
+    ends = [e for e in after if e["event.name"] == "session.end"]
+    assert [e["session.reason"] for e in ends] == ["exit", "deleted"]
+    assert all(e["gen_ai.session.id"] == session for e in ends)
+    last = sorted((e for e in after if e["event.name"] == "session.status"), key=lambda e: e["time_unix_nano"])[-1]
+    assert last["session.status"] == "closed" and last["agent.hook_event_name"] == "session.deleted"
