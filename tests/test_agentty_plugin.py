@@ -99,10 +99,12 @@ def write_marker(plugin_dir: Path, daemon: FakeDaemon) -> None:
 class FakeHost:
     """Plays Agentty: writes to the plugin's stdin, answers its requests, records what it writes."""
 
-    def __init__(self, plugin_dir: Path) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_COLLECTOR")}
-        env.update(AGENTTY_PLUGIN_DIR=str(plugin_dir), AGENTTY_PLUGIN_ID="agent-collector")
-        self.proc = subprocess.Popen([sys.executable, "agentty_panel.py"], cwd=plugin_dir, env=env,
+    def __init__(self, plugin_dir: Path, program_dir: Path | None = None) -> None:
+        """``program_dir``: run the program from another copy (then only initialize names the plugin dir)."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_COLLECTOR", "AGENTTY_"))}
+        if program_dir is None:
+            env.update(AGENTTY_PLUGIN_DIR=str(plugin_dir), AGENTTY_PLUGIN_ID="agent-collector")
+        self.proc = subprocess.Popen([sys.executable, "agentty_panel.py"], cwd=program_dir or plugin_dir, env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, bufsize=1)
         self.messages: list[tuple[float, dict[str, Any]]] = []
@@ -284,6 +286,29 @@ def test_the_palette_command_shows_the_panel(host: FakeHost, daemon: FakeDaemon,
     host.notify("shutdown", {})
     host.proc.wait(1.5)
     assert host.proc.stderr is not None and "unknown command 'nope'" in host.proc.stderr.read()
+
+
+def test_initialize_names_the_plugin_folder(tmp_path: Path, daemon: FakeDaemon) -> None:
+    """The program runs from a copy without the marker file: the folder initialize names has it."""
+    plugin_dir = tmp_path / "agent-collector"
+    shutil.copytree(PLUGIN_SRC, plugin_dir)
+    token_file = tmp_path / "ingest.token"
+    token_file.write_text(daemon.token + "\n")
+    (plugin_dir / "agent-collector.json").write_text(json.dumps({"url": daemon.url, "token_file": str(token_file)}))
+    bare = tmp_path / "bare" / "agent-collector"
+    shutil.copytree(PLUGIN_SRC, bare)
+    daemon.sessions = [session("a1", "running")]
+    h = FakeHost(plugin_dir, program_dir=bare)
+    try:
+        initialize(h, plugin_dir, tmp_path / "data")
+        h.notify("panel/open", {"context": {}})
+        assert "a1" in panel_text(h.expect(method("ui/setPanel")))  # it reached the daemon, secret and all
+        h.notify("shutdown", {})
+        h.proc.wait(1.5)
+    finally:
+        if h.proc.poll() is None:
+            h.proc.kill()
+            h.proc.wait()
 
 
 def test_the_plugin_keeps_its_state_in_the_data_dir(tmp_path: Path, daemon: FakeDaemon) -> None:

@@ -206,7 +206,7 @@ def build_tree(sessions: list[dict[str, Any]] | None, error: str | None, url: st
     children: list[dict[str, Any]] = [header]
     if sessions is None:
         text = (f"The agent-collector daemon is not reachable at {url} ({error}). "
-                "Start it with `agent-collector run`; this panel keeps trying.")
+                "Start it with `agent-collector service start` (or `agent-collector run`); this panel keeps trying.")
         children.append({"type": "text", "style": "error", "text": _short(text, 600)})
     else:
         visible = [s for s in sessions if show_closed or s.get("status") != "closed"]
@@ -319,8 +319,11 @@ class Plugin:
 
     def initialize(self, params: dict[str, Any]) -> None:
         plugin = params.get("plugin") if isinstance(params.get("plugin"), dict) else {}
-        if isinstance(plugin.get("dir"), str) and plugin["dir"] and "AGENT_COLLECTOR_URL" not in os.environ:
-            self.daemon.url = daemon_url(Path(plugin["dir"]), {})
+        directory = plugin.get("dir")
+        if isinstance(directory, str) and directory:  # where Agentty says the plugin is: its marker file
+            env = dict(os.environ)
+            self.daemon.url = daemon_url(Path(directory), env)
+            self.daemon.token = daemon_token(Path(directory), env) or self.daemon.token
         saved = self.state.load(plugin.get("dataDir"))
         self.show_closed = bool(saved.get("show_closed", False))
         statuses = saved.get("statuses")
