@@ -1,8 +1,9 @@
 """OpenCode: lines our plugin (``integrations/opencode/agent-collector.js``) appends to the spool, and rows
 of OpenCode's SQLite store (``opencode.db``: ``session``, ``message``, ``part``; JSON in the ``data``
-columns), read by the ``sqlite`` source. Plugin hooks arrive as ``{input, output}`` under the hook's
-name (``chat.message``, ``tool.execute.before``); bus events as the event itself under its type
-(``message.updated``).
+columns), read by the ``sqlite`` source, and ``opencode export <id>`` documents (record kind ``export``,
+read by a ``command`` source: the same objects, so the same entries and ids as the rows). Plugin hooks
+arrive as ``{input, output}`` under the hook's name (``chat.message``, ``tool.execute.before``); bus
+events as the event itself under its type (``message.updated``).
 
 Rows are read again whenever they change (a message gains its tokens when it completes, a tool part goes
 pending -> running -> completed), so an entry is made only from a row in its final state, with an id
@@ -52,6 +53,8 @@ Emit = Callable[[str, "int | None", "str | None", str, dict[str, Any]], AgentAct
 def parse(record: RawRecord) -> list[AgentActivityEntry]:
     if record.kind == "sqlite":
         return _parse_row(record)
+    if record.kind == "export":
+        return _parse_export(record)
     return _parse_hook(record)
 
 
@@ -182,6 +185,31 @@ def _parse_row(record: RawRecord) -> list[AgentActivityEntry]:
     if table == "part" and data.get("type") == "tool":
         return _tool_part(emit, data, session)
     return []
+
+
+# ------------------------------------------------------------------------------------- CLI export
+
+
+def _parse_export(record: RawRecord) -> list[AgentActivityEntry]:
+    """``opencode export <id>`` (the ``command`` source): ``{info, messages: [{info, parts}]}``, the same
+    objects as the database's rows, so the same entries with the same ids."""
+
+    def emit(name: str, time_ms: int | None, session: str | None, native: str,
+             attrs: dict[str, Any]) -> AgentActivityEntry:
+        return native_entry(record, name, iso_to_ns(time_ms), session, native, attrs)
+
+    info = _obj(record.data.get("info"))
+    session = _str(info.get("id"))
+    if session is None:
+        return []
+    entries = _session_row(emit, info, session)
+    for message in _list(record.data.get("messages")):
+        msg = _obj(_obj(message).get("info"))
+        entries += _message(emit, msg, _str(msg.get("sessionID")) or session)
+        for part in _list(_obj(message).get("parts")):
+            if isinstance(part, dict) and part.get("type") == "tool":
+                entries += _tool_part(emit, part, _str(part.get("sessionID")) or session)
+    return entries
 
 
 # ------------------------------------------------------------------------------------- plugin (spool)

@@ -1,7 +1,7 @@
 """Source kinds: the registry (kind -> schema -> build function) and the sources an agent definition lists.
 
 Built-in kinds: ``spool`` and ``jsonl`` (here), ``sqlite`` (sqlite_rows), ``json_file``
-(json_documents). An installed package adds kinds under the entry point group
+(json_documents), ``command`` (commands). An installed package adds kinds under the entry point group
 ``agent_collector.source_kinds``. A spec of an unknown kind, or one that breaks its kind's schema, is
 logged and skipped; the agent's other sources still run.
 """
@@ -15,7 +15,7 @@ from typing import Any
 from collector.definitions import AgentDefinition
 from collector.definitions.schema import kind_schema
 from collector.registry import Plugin, PluginConfigError, Registry, UnknownKind
-from collector.sources import json_documents, sqlite_rows
+from collector.sources import commands, json_documents, sqlite_rows
 from collector.sources.base import Source
 from collector.sources.context import BuildContext, SourceBuilder
 from collector.sources.jsonl_files import JsonlFiles
@@ -44,6 +44,7 @@ def source_kinds() -> Registry[SourceBuilder]:
         Plugin("jsonl", _jsonl, kind_schema("source_jsonl")),
         sqlite_rows.PLUGIN,
         json_documents.PLUGIN,
+        commands.PLUGIN,
     ]
     return Registry("source kind", builtin, group="agent_collector.source_kinds")
 
