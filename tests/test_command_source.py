@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from support import collect, make_paths
 
-from collector.definitions.schema import kind_schema
 from collector.cli.main import main
+from collector.definitions.schema import kind_schema
 from collector.registry import with_defaults
 from collector.sources.base import Item
 from collector.sources.commands import CommandSource, spec_of

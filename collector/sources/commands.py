@@ -1,8 +1,8 @@
 """The ``command`` source: CLI polling. A program (``argv``, no shell) runs every ``interval_s`` with
 the bounds of :mod:`collector.sources.process`; what it prints (:mod:`collector.sources.json_output`)
 becomes records of kind ``record_kind`` for the agent's parser. With ``each``, every new record of the
-first program names a second run (``opencode session list`` then ``opencode export <id>``), whose output
-makes the records.
+first program names a second run (a list of sessions, then one export per session), whose output makes
+the records.
 
 Incremental: with ``cursor.field`` the records (the listed ones with ``each``) are read in the order of
 that field, and only those beyond the stored cursor (``{"cursor": value, "keys": [...]}``: the largest
