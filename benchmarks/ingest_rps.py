@@ -6,9 +6,10 @@ process pinned to CPU 1: ``--connections`` kept-alive connections, each posting 
 PostToolUse payload and waiting for the answer, for ``--seconds``. Two server variants:
 
 * ``noop``: the server alone (parse, checks, read body, JSON check, answer ``{}``);
-* ``spool``: as ``agent-collector run`` does it: each accepted body goes to the spool relay (a writer
-  thread appending with the daemon's SpoolWriter, one fdatasync per line); a full relay answers 503,
-  counted as errors.
+* ``spool``: as ``agent-collector run`` does it: each accepted body goes to the spool relay and is
+  answered only once its line is durable (a writer thread; group commit: the lines that arrived together
+  are written with one write and one fdatasync per file); a full relay answers 503, counted as errors.
+  Every 200 is a line already on disk: the spool holds at least as many lines as answers.
 
     .venv/bin/python benchmarks/ingest_rps.py [--seconds 5] [--connections 8]
 """
@@ -49,15 +50,16 @@ def pin(cpu: int) -> None:
 def serve(mode: str, cpu: int, port_out: Any, spool: str) -> None:
     pin(cpu)
     from collector.ingest import IngestConfig, IngestServer, to_envelope
-    from collector.ingest.live import SpoolRelay
+    from collector.ingest.relay import SpoolRelay
     from collector.sources.spool_writer import SpoolWriter
 
     relay = SpoolRelay(SpoolWriter(Path(spool))) if mode == "spool" else None
 
-    def submit(agent: str, body: bytes, received: float) -> None:
-        if relay is not None:  # what `agent-collector run` does with a posted hook
+    def submit(agent: str, body: bytes, received: float) -> Any:
+        if relay is not None:  # what `agent-collector run` does: answered once the line is durable
             envelope = to_envelope(agent, body, received)
-            relay.put(agent, envelope["event"] or "", envelope["payload"], received)
+            return relay.submit(agent, envelope["event"] or "", envelope["payload"], received)
+        return None
 
     async def main() -> None:
         config = IngestConfig(token=TOKEN, port=0, max_connections=1024)
@@ -104,11 +106,10 @@ def run(mode: str, args: argparse.Namespace, body: bytes) -> None:
         started = time.monotonic()
         done, errors = asyncio.run(load(port, body, args.connections, args.seconds))
         elapsed = time.monotonic() - started
-        time.sleep(1.0)  # let the writer catch up before counting lines
-        server.terminate()
+        server.terminate()  # no waiting: every answered line is already on disk
         server.join(5)
         lines = sum(p.read_bytes().count(b"\n") for p in Path(spool).rglob("*.jsonl"))
-    extra = f", {lines} spool lines" if mode == "spool" else ""
+    extra = f", {lines} spool lines for {done} answers" if mode == "spool" else ""
     print(f"| {mode} | {args.connections} | {done / elapsed:,.0f} | {errors}{extra} |")
 
 

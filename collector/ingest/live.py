@@ -5,15 +5,16 @@ Service's status plus the session status tracker's sessions). ``agent-collector 
 from __future__ import annotations
 
 import logging
-import queue
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import orjson
+
 from collector.config import Config
 from collector.ingest.envelope import to_envelope
+from collector.ingest.relay import SpoolRelay, SpoolWriteFailed
 from collector.ingest.secret import ensure_token, ingest_port, record_port
-from collector.ingest.server import IngestConfig, IngestServer, Route
+from collector.ingest.server import HttpError, IngestConfig, IngestServer, Route
 from collector.paths import Paths
 from collector.pipeline.status import SessionStatusTracker
 from collector.sources.spool_writer import SpoolWriter
@@ -33,46 +34,6 @@ def live_snapshot(snapshot: dict[str, Any], tracker: SessionStatusTracker | None
         snapshot["sessions"] = tracker.sessions()
         snapshot["session_status"] = tracker.summary()
     return snapshot
-
-
-class SpoolRelay:
-    """Appends posted hooks to the spool from one writer thread, in arrival order, so the fdatasync of
-    each line is off the event loop and out of the hook's answer time. Bounded: when the writer falls
-    ``capacity`` lines behind, ``put`` raises and the server answers 503."""
-
-    def __init__(self, writer: SpoolWriter, capacity: int = 10_000) -> None:
-        self._writer = writer
-        self._queue: queue.Queue[tuple[str, str, Any, float] | None] = queue.Queue(capacity)
-        self._thread = threading.Thread(target=self._run, name="spool-relay", daemon=True)
-        self._thread.start()
-        self.written = 0
-        self.failed = 0
-
-    def put(self, agent: str, event: str, payload: Any, received: float) -> None:
-        try:
-            self._queue.put_nowait((agent, event, payload, received))
-        except queue.Full:
-            raise RuntimeError("the spool writer is behind") from None
-
-    def _run(self) -> None:
-        while (item := self._queue.get()) is not None:
-            try:
-                self._writer.append(*item)
-                self.written += 1
-            except OSError as exc:
-                self.failed += 1
-                log.error("cannot append a %s hook to the spool: %s", item[0], exc.strerror or exc)
-            finally:
-                self._queue.task_done()
-
-    def flush(self) -> None:
-        """Block until every line put so far is written."""
-        self._queue.join()
-
-    def close(self, timeout: float = 10.0) -> None:
-        """Write what is queued, then stop."""
-        self._queue.put(None)
-        self._thread.join(timeout)
 
 
 class IngestPart:
@@ -97,11 +58,22 @@ class IngestPart:
     async def start(self) -> None:
         relay = SpoolRelay(self._writer)
 
-        def submit(agent: str, body: bytes, received: float) -> None:
+        async def submit(agent: str, body: bytes, received: float) -> None:
+            """Answered when the line is durable: 400 if it cannot be stored, 500 if the write failed."""
             envelope = to_envelope(agent, body, received)
-            relay.put(agent, envelope["event"] or "", envelope["payload"], received)
+            try:
+                durable = relay.submit(agent, envelope["event"] or "", envelope["payload"], received)
+            except orjson.JSONEncodeError as exc:
+                raise HttpError(400, f"the payload cannot be stored ({exc})") from None
+            try:
+                await durable
+            except SpoolWriteFailed as exc:
+                raise HttpError(500, str(exc)) from None
 
-        server = IngestServer(submit, self._known_agents, self._snapshot, self.config, routes=self._routes)
+        def snapshot() -> dict[str, Any]:
+            return {**self._snapshot(), "spool_relay": relay.stats()}
+
+        server = IngestServer(submit, self._known_agents, snapshot, self.config, routes=self._routes)
         try:
             await server.start()
         except OSError as exc:

@@ -350,7 +350,10 @@ class IngestServer:
         try:
             result = self._submit(agent, body, received)
             if inspect.isawaitable(result):
-                await result
+                async with asyncio.timeout(self.config.body_timeout_s):  # a stalled disk is not forever
+                    await result
+        except HttpError:
+            raise  # the submitter's own answer (400: cannot be stored, 500: the write failed)
         except Exception as exc:
             log.warning("ingest queue refused a %s hook: %s", agent, exc)
             self._counts["rejected_queue"] += 1

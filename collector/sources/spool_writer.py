@@ -6,8 +6,10 @@ shares a file with the hook script's writers; the spool source reads both.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,17 +19,41 @@ from collector.util.private import open_private, private_dir
 
 
 class SpoolWriter:
+    """Not thread-safe: the daemon's one relay thread owns it (and ``close`` after that thread stopped)."""
+
     def __init__(self, spool_dir: Path, fsync: bool = True) -> None:
         self.spool_dir = spool_dir
         self.fsync = fsync
         self._fds: dict[str, tuple[str, int]] = {}
 
+    @staticmethod
+    def line(agent: str, event: str, payload: Any, received: float | None = None) -> bytes:
+        """One envelope line (raises ``orjson.JSONEncodeError`` for what cannot be stored, e.g. nested too
+        deep): made before the line is queued, so a bad payload fails alone."""
+        return orjson.dumps({"ts": received or time.time(), "agent": agent, "event": event,
+                             "payload": payload}) + b"\n"
+
     def append(self, agent: str, event: str, payload: Any, received: float | None = None) -> None:
-        line = orjson.dumps({"ts": received or time.time(), "agent": agent, "event": event, "payload": payload})
-        fd = self._fd(agent)
-        os.write(fd, line + b"\n")
-        if self.fsync:
-            os.fdatasync(fd)
+        self.write_lines([(agent, self.line(agent, event, payload, received))])
+
+    def write_lines(self, lines: Sequence[tuple[str, bytes]]) -> None:
+        """Group commit: the lines of each agent's file in one write, then one fdatasync per file; when
+        this returns, every line is on disk. A short write is continued; on an error (OSError, raised) the
+        file is cut back to where it was, so no torn line is left."""
+        by_agent: dict[str, list[bytes]] = {}
+        for agent, data in lines:
+            by_agent.setdefault(agent, []).append(data)
+        for agent, chunks in by_agent.items():
+            fd = self._fd(agent)
+            start = os.fstat(fd).st_size
+            try:
+                _write_all(fd, b"".join(chunks))
+                if self.fsync:
+                    os.fdatasync(fd)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, start)  # no torn line for the next write to continue
+                raise
 
     def _fd(self, agent: str) -> int:
         day = time.strftime("%Y-%m-%d", time.gmtime())
@@ -46,3 +72,9 @@ class SpoolWriter:
         for _, fd in self._fds.values():
             os.close(fd)
         self._fds.clear()
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]

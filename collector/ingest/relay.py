@@ -1,0 +1,156 @@
+"""The spool relay: posted hooks reach the spool through one writer thread, and a hook is answered only
+once its line is on disk.
+
+Group commit: the writer takes everything that arrived while its previous write was running, writes
+each agent file's lines with one ``write`` and one ``fdatasync``, then settles every waiting request at
+once (many requests, one fsync). The event loop never blocks on the disk and never waits behind a
+pipeline batch. The relay cannot die silently: a failed write is logged, counted and answered with an
+error (the server says 500); a writer thread that stopped anyway is restarted by the next request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from collector.sources.spool_writer import SpoolWriter
+
+log = logging.getLogger(__name__)
+
+MAX_GROUP = 1024  # lines per group commit
+
+
+class RelayFull(RuntimeError):
+    """The writer is ``capacity`` lines behind (the server answers 503)."""
+
+
+class SpoolWriteFailed(RuntimeError):
+    """The line could not be made durable (the server answers 500)."""
+
+
+@dataclass(slots=True)
+class _Pending:
+    agent: str
+    line: bytes
+    settle: Callable[[BaseException | None], None]
+
+
+def _settle(future: asyncio.Future[None], error: BaseException | None) -> None:
+    if future.done():  # the client went away and the request was cancelled
+        return
+    if error is None:
+        future.set_result(None)
+    else:
+        future.set_exception(SpoolWriteFailed(f"the hook could not be written to the spool: {error}"))
+
+
+class SpoolRelay:
+    def __init__(self, writer: SpoolWriter, capacity: int = 10_000) -> None:
+        self._writer = writer
+        self._queue: queue.Queue[_Pending | None] = queue.Queue(capacity)
+        self._lock = threading.Lock()
+        self._closed = False
+        self.written = 0
+        self.failed = 0
+        self.groups = 0
+        self.restarts = 0
+        self._thread = self._spawn()
+
+    def _spawn(self) -> threading.Thread:
+        thread = threading.Thread(target=self._run, name="spool-relay", daemon=True)
+        thread.start()
+        return thread
+
+    def _ensure_writer(self) -> None:
+        with self._lock:
+            if self._closed or self._thread.is_alive():
+                return
+            self.restarts += 1
+            log.error("the spool relay's writer thread had stopped; restarted it (restart %d)", self.restarts)
+            self._thread = self._spawn()
+
+    # -- the event loop's side ---------------------------------------------------------------------
+
+    def submit(self, agent: str, event: str, payload: Any, received: float) -> asyncio.Future[None]:
+        """Queue one hook; the future resolves when its line is durable (or fails with
+        :class:`SpoolWriteFailed`). Raises ``orjson.JSONEncodeError`` for a payload that cannot be stored
+        and :class:`RelayFull` when the writer is too far behind. Call from the event loop."""
+        line = SpoolWriter.line(agent, event, payload, received)
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+
+        def settle(error: BaseException | None) -> None:  # runs in the writer thread
+            loop.call_soon_threadsafe(_settle, future, error)
+
+        self._ensure_writer()
+        try:
+            self._queue.put_nowait(_Pending(agent, line, settle))
+        except queue.Full:
+            raise RelayFull("the spool writer is behind") from None
+        return future
+
+    def stats(self) -> dict[str, int]:
+        return {"written": self.written, "failed": self.failed, "group_commits": self.groups,
+                "writer_restarts": self.restarts, "queued": self._queue.qsize()}
+
+    def flush(self) -> None:
+        """Block until every line queued so far is written (tests, shutdown)."""
+        self._queue.join()
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Write what is queued, then stop."""
+        with self._lock:
+            self._closed = True
+        self._queue.put(None)
+        self._thread.join(timeout)
+
+    # -- the writer thread ---------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            first = self._queue.get()
+            group, stop = self._gather(first)
+            try:
+                if group:
+                    self._commit(group)
+            finally:
+                for _ in range(len(group) + stop):
+                    self._queue.task_done()
+            if stop:
+                return
+
+    def _gather(self, first: _Pending | None) -> tuple[list[_Pending], bool]:
+        if first is None:
+            return [], True
+        group = [first]
+        while len(group) < MAX_GROUP:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is None:
+                return group, True
+            group.append(item)
+        return group, False
+
+    def _commit(self, group: list[_Pending]) -> None:
+        try:
+            self._writer.write_lines([(p.agent, p.line) for p in group])
+        except BaseException as exc:
+            self.failed += len(group)
+            log.error("cannot append %d posted hook(s) to the spool: %s", len(group),
+                      getattr(exc, "strerror", None) or repr(exc))
+            for pending in group:
+                pending.settle(exc)
+            if not isinstance(exc, Exception):
+                raise  # the thread ends; the next request restarts it
+            return
+        self.written += len(group)
+        self.groups += 1
+        for pending in group:
+            pending.settle(None)
