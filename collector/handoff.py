@@ -29,6 +29,7 @@ from collector.util.atomic import atomic_write
 from collector.util.private import private_dir
 
 PROGRESS_EVERY_S = 0.25
+STALE_S = 600.0
 
 
 class HandoffError(RuntimeError):
@@ -69,7 +70,19 @@ class RequestDesk:
             names = os.listdir(folder)
         except OSError:
             return []
-        return sorted(n[: -len(".request")] for n in names if n.endswith(".request"))
+        tokens = sorted(n[: -len(".request")] for n in names if n.endswith(".request"))
+        self._sweep(folder, names, set(tokens))
+        return tokens
+
+    @staticmethod
+    def _sweep(folder: Path, names: list[str], live: set[str]) -> None:
+        """Answers nobody waits for any more (a client that gave up mid-cycle), after STALE_S."""
+        for name in names:
+            token, _, suffix = name.rpartition(".")
+            if suffix in ("progress", "done") and token not in live:
+                with contextlib.suppress(OSError):
+                    if time.time() - (folder / name).stat().st_mtime > STALE_S:
+                        (folder / name).unlink()
 
     def _waiting(self, tokens: list[str]) -> list[str]:
         """Tokens whose client still waits (it removes its request when it gives up)."""

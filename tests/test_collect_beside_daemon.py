@@ -157,3 +157,38 @@ def test_meter_percent_and_eta_from_bytes_read() -> None:
     assert state.fraction == 0.25 and state.eta_s == pytest.approx(30.0)
     assert render(state) == " 25%  1.0 MB of 4.0 MB  500 records  ETA 0:30  claude-code:transcripts"
     assert render(ProgressState(7, 0, 0, 1.0, "opencode:db")) == "         7 records  opencode:db"
+
+
+def test_a_daemon_that_never_takes_the_request_or_dies_is_an_error(tmp_path: Path) -> None:
+    from collector import handoff
+
+    token = handoff.request(tmp_path)
+    with pytest.raises(handoff.HandoffError, match="did not take the request within 0s"):
+        handoff.wait(tmp_path, token, lambda: True, accept_within_s=0.2, poll_s=0.05)
+    token = handoff.request(tmp_path)
+    with pytest.raises(handoff.HandoffError, match="stopped before it finished"):
+        handoff.wait(tmp_path, token, lambda: False, accept_within_s=60, poll_s=0.05)
+    assert not list(handoff.requests_dir(tmp_path).iterdir()), "the client cleans up after itself"
+
+
+def test_the_desk_answers_waiting_requests_only(tmp_path: Path) -> None:
+    from collector import handoff
+
+    desk = handoff.RequestDesk(tmp_path)
+    waiting, abandoned = handoff.request(tmp_path), handoff.request(tmp_path)
+    taken = desk.take()
+    assert taken == sorted([waiting, abandoned])
+    desk.meter(taken, [_FakeSource(100)])  # type: ignore[list-item]
+    (handoff.requests_dir(tmp_path) / f"{abandoned}.request").unlink()  # its client gave up
+    desk.finish(taken, 7, 5, {"codex": 5})
+    folder = handoff.requests_dir(tmp_path)
+    assert (folder / f"{waiting}.done").exists() and not (folder / f"{abandoned}.done").exists()
+    result = handoff.wait(tmp_path, waiting, lambda: True, accept_within_s=1)
+    assert (result.records, result.entries, result.by_agent) == (7, 5, {"codex": 5})
+    stale = folder / f"{abandoned}.progress"
+    assert stale.exists()
+    desk.take()
+    assert stale.exists(), "a fresh answer may still be read"
+    os.utime(stale, (time.time() - 3600, time.time() - 3600))
+    desk.take()
+    assert not list(folder.iterdir()), "an hour-old answer nobody waits for is swept"
