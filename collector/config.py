@@ -58,6 +58,10 @@ class ContentSection:
 @dataclass(slots=True)
 class MaskingSection:
     enabled: bool
+    content_mode: str
+    attributes_mode: str
+    disabled_rules: list[str]
+    rules: list[dict[str, Any]]
 
 
 @dataclass(slots=True)
@@ -362,6 +366,13 @@ digest = "hmac"              # "none": keep the length only
 
 [masking]
 enabled = true               # secrets are masked in everything that is kept
+content_mode = "redact"      # in prompts, completions, tool arguments/results: redact | hash | drop | keep
+attributes_mode = "redact"   # in every other string field
+# disabled_rules = ["secret_in_prose"]   # ids in collector/data/masking-rules.toml
+# [[masking.rules]]                      # more rules, same keys as the shipped ones
+# id = "acme_token"
+# keywords = ["acme_"]
+# pattern = '\bacme_[A-Za-z0-9]{32}\b'
 
 [jsonl]
 enabled = true               # daily files under <data dir>/output

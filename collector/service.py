@@ -43,8 +43,15 @@ from collector.handoff import RequestDesk
 from collector.model import RawRecord
 from collector.parts import DaemonPart
 from collector.paths import Paths
-from collector.pipeline.content_policy import ContentKeyError, policy_for
+from collector.pipeline.content_policy import (
+    KEY_FILE,
+    ContentKeyError,
+    ContentPolicy,
+    load_or_create_key,
+    policy_for,
+)
 from collector.pipeline.correlate import Correlator
+from collector.pipeline.masking import Masker, MaskingRuleError, load_rules
 from collector.pipeline.processor import AgentSettings, Pipeline
 from collector.pipeline.quarantine import Quarantine, quarantine_dir
 from collector.pipeline.status import SessionStatusTracker
@@ -194,7 +201,20 @@ class Service:
                                                          digest=content.digest_value)
         self._pipeline = Pipeline(agents, resource, self._store.seen, correlator,
                                   self.config.masking.enabled, self.status, content,
-                                  Quarantine(quarantine_dir(self.paths)), TurnMarker(self._store.get("turns")))
+                                  Quarantine(quarantine_dir(self.paths)), TurnMarker(self._store.get("turns")),
+                                  masker=self._masker(content))
+
+    def _masker(self, content: ContentPolicy) -> Masker:
+        """The shipped rules and the config's, with the modes per field class (hash: keyed like content)."""
+        cfg = self.config.masking
+        modes = {"content": cfg.content_mode, "attributes": cfg.attributes_mode}
+        try:
+            key = content.key
+            if key is None and "hash" in modes.values():
+                key = load_or_create_key(self.paths.state_dir / KEY_FILE)
+            return Masker(load_rules(cfg.rules, cfg.disabled_rules), modes, key)
+        except (MaskingRuleError, ContentKeyError) as exc:
+            raise ConfigError(str(exc)) from exc
 
     def _build_sources(self) -> None:
         assert self._store is not None

@@ -1,106 +1,262 @@
-"""Secret masking: every string that can carry content is scanned and secrets are replaced by
-``[REDACTED:<kind>]``. On by default. Identifiers (event, session, tool-call ids) are never touched."""
+"""Secret masking: every string an entry carries (values and dictionary keys) is scanned with the rules of
+``collector/data/masking-rules.toml`` plus those of ``masking.rules`` in the config, and each secret found
+is replaced by ``[REDACTED:<rule id>]`` (or its keyed digest, or the field is dropped; per field class).
+
+Speed comes from the prefilter, not from fewer rules: every rule names literal keywords, one of which each
+of its matches contains. One RE2 set of all keywords runs over the whole entry serialised once; an entry
+without any keyword (most of them) is done. Otherwise each string is checked against the set again and
+only the rules whose keywords it holds run their regular expression on it. Fields that cannot hold a
+secret (ids, digests, lengths, enums, model names) are never scanned. ``Masker(prefilter=False)`` runs
+every rule on every string: the plain rule set, which the prefiltered one must equal.
+"""
 
 from __future__ import annotations
 
-import re
+import hashlib
+import hmac
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
 from typing import Any
 
-# (kind, pattern, group to replace or 0 for the whole match)
-_RULES: tuple[tuple[str, str, int], ...] = (
-    ("private_key", r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", 0),
-    ("aws_access_key", r"\b(?:AKIA|ASIA|ABIA|ACCA|AROA|AIDA)[0-9A-Z]{16}\b", 0),
-    (
-        "aws_secret_key",
-        r"(?i)(?:aws_?secret_?access_?key|aws_?secret|secret_?access_?key)[\"']?\s*[:=]\s*[\"']?([A-Za-z0-9/+=]{30,})",
-        1,
-    ),
-    ("gcp_api_key", r"\bAIza[0-9A-Za-z_\-]{35}\b", 0),
-    ("gcp_oauth_token", r"\bya29\.[0-9A-Za-z_\-]{20,}", 0),
-    ("azure_key", r"(?i)\b(?:AccountKey|SharedAccessKey|SharedAccessSignature)=([A-Za-z0-9+/=%]{20,})", 1),
-    ("azure_client_secret", r"\b[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.\-]{31,34}\b", 0),
-    ("anthropic_key", r"\bsk-ant-[A-Za-z0-9_\-]{20,}", 0),
-    ("openai_key", r"\bsk-(?:proj-|svcacct-|admin-|None-)?[A-Za-z0-9_\-]{20,}", 0),
-    ("github_token", r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})", 0),
-    ("gitlab_token", r"\bgl(?:pat|dt|ptt|rt|cbt|soat|ffct|agent)-[A-Za-z0-9_\-]{20,}", 0),
-    ("slack_token", r"\bxox[abposrce]-[A-Za-z0-9\-]{10,}", 0),
-    ("slack_webhook", r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_\-]+", 0),
-    ("stripe_key", r"\b(?:sk|rk|pk|whsec)_(?:live|test)_[A-Za-z0-9]{16,}", 0),
-    ("jwt", r"\beyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}", 0),
-    ("bearer_token", r"(?i)\bbearer\s+([A-Za-z0-9\-._~+/]{8,}=*)", 1),
-    ("url_password", r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^:/\s@\"']+:([^@\s/\"']+)@", 1),
-    (
-        "password",
-        r"(?i)\b(?:password|passwd|pwd|passphrase|secret|client_secret|api_?key|apikey|access_?token|auth_?token)"
-        r"[\"']?\s*[:=]\s*[\"']?([^\s\"',;&]{3,})",
-        1,
-    ),
-)
+import orjson
+import re2
 
+from collector.model.entry import CONTENT_FIELDS
+from collector.pipeline.mask_rules import MaskingRuleError, Rule, fold, parse_rules
 
+__all__ = ["FIELD_CLASSES", "MODES", "Masker", "MaskingRuleError", "Rule", "RuleSet", "default_masker",
+           "load_rules", "mask_entry", "mask_text", "mask_value", "shipped_rules"]
 
-def _scoped(pattern: str) -> str:
-    """``(?i)x`` -> ``(?i:x)`` so the rules can be joined into one expression."""
-    return f"(?i:{pattern[4:]})" if pattern.startswith("(?i)") else pattern
+MODES = ("redact", "hash", "drop", "keep")
+FIELD_CLASSES = ("content", "attributes")
 
-
-_COMBINED = re.compile("|".join(f"(?P<r{i}>{_scoped(p)})" for i, (_, p, _) in enumerate(_RULES)))
-_SUB = [(kind, re.compile(pattern), group) for kind, pattern, group in _RULES]
-
-# Keys whose values are identifiers or enums we produce, never content.
-STRUCTURAL_KEYS = frozenset(
+# Fields we produce from identifiers, enums, digests or model names: never content, never scanned.
+NO_SCAN = frozenset(
     {
-        "schema.version",
-        "event.id",
-        "event.name",
-        "gen_ai.agent.type",
-        "gen_ai.session.id",
-        "gen_ai.turn.id",
-        "turn.key",
+        "schema.version", "event.id", "event.name", "user.id", "gen_ai.agent.type", "gen_ai.agent.id", "turn.key",
         "turn.ends",
-        "gen_ai.tool.call.id",
-        "gen_ai.response.id",
-        "gen_ai.request.id",
-        "gen_ai.operation.name",
-        "gen_ai.provider.name",
-        "source.kind",
-        "tool.result.status",
-        "session.status",
-        "session.previous_status",
-        "agent.hook_event_name",
+        "gen_ai.agent.scope", "gen_ai.session.id", "gen_ai.turn.id", "gen_ai.provider.name",
+        "gen_ai.operation.name", "gen_ai.request.model", "gen_ai.response.model", "gen_ai.request.id",
+        "gen_ai.response.id", "gen_ai.response.finish_reasons", "gen_ai.tool.call.id", "gen_ai.tool.type",
+        "tool.result.status", "tool.approve.decision", "error.type", "gen_ai.subagent.parent_tool_call.id",
+        "gen_ai.subagent.id", "session.source", "session.reason", "prompt.origin", "session.status",
+        "session.previous_status", "compaction.trigger", "source.kind", "agent.hook_event_name", "agent.model",
+        "masking.dropped", "collector.invalid_fields", "collector.time_replaced",
     }
 )
+NO_SCAN_SUFFIXES = (".length", ".hmac", ".id", "_unix_nano")
+STRUCTURAL_KEYS = NO_SCAN  # the name earlier versions used
+_CONTENT = frozenset(CONTENT_FIELDS)
+_CONTAINERS = (str, list, dict)
+_PLAN_SIZE = 4096
+_RE2_MEMORY = 256 << 20  # the set's DFA never runs out on long texts (a test checks)
 
 
-def _replace(match: re.Match[str]) -> str:
-    index = int(match.lastgroup[1:]) if match.lastgroup else 0
-    kind, pattern, group = _SUB[index]
-    if group == 0:
+def _keyword_pattern(rule: Rule) -> str:
+    if rule.prefilter is not None:
+        return f"(?:{rule.prefilter})"
+    body = "|".join(re2.escape(k) for k in rule.keywords)
+    return f"(?:{body})" if rule.case_sensitive else f"(?i:{body})"
+
+
+class RuleSet:
+    """Rules in order, with one RE2 set over their keywords (set index = rule index)."""
+
+    def __init__(self, rules: Iterable[Rule]) -> None:
+        self.rules: tuple[Rule, ...] = tuple(rules)
+        ids = [r.id for r in self.rules]
+        if len(set(ids)) != len(ids):
+            dup = next(i for i in ids if ids.count(i) > 1)
+            raise MaskingRuleError(f"masking rule {dup!r} is defined twice")
+        options = re2.Options()
+        options.case_sensitive = True
+        options.max_mem = _RE2_MEMORY
+        self._set = re2.Set.SearchSet(options)
+        for rule in self.rules:
+            self._set.Add(_keyword_pattern(rule))
+        self._set.Compile()
+        self._all = list(range(len(self.rules)))
+
+    def ids(self) -> list[str]:
+        return [r.id for r in self.rules]
+
+    def candidates(self, text: str | bytes) -> list[int]:
+        """Indices of the rules one of whose keywords ``text`` contains."""
+        found: list[int] | None = self._set.Match(text)
+        return found or []
+
+    def spans(self, text: str, indices: Iterable[int] | None = None) -> list[tuple[int, int, str]]:
+        """The secrets in ``text`` as (start, end, rule id), overlaps merged (the earliest start names
+        the merged span; on a tie, the rule listed first). ``indices`` None: every rule."""
+        found: list[tuple[int, int, int]] = []
+        folded = fold(text)
+        for index in self._all if indices is None else indices:
+            found.extend((s, e, index) for s, e in self.rules[index].spans(text, folded))
+        if not found:
+            return []
+        found.sort(key=lambda span: (span[0], span[2]))
+        merged: list[list[Any]] = []
+        for start, end, index in found:
+            if merged and start < merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], end)
+            else:
+                merged.append([start, end, self.rules[index].id])
+        return [(s, e, k) for s, e, k in merged]
+
+
+@lru_cache(maxsize=1)
+def shipped_rules() -> tuple[Rule, ...]:
+    text = resources.files("collector").joinpath("data/masking-rules.toml").read_text(encoding="utf-8")
+    return tuple(parse_rules(tomllib.loads(text).get("rule", []), "masking-rules.toml"))
+
+
+def load_rules(extra: Iterable[Mapping[str, Any]] = (), disabled: Iterable[str] = ()) -> RuleSet:
+    """The shipped rules less ``disabled`` (ids), then ``extra`` (config ``masking.rules``)."""
+    shipped = shipped_rules()
+    known = {r.id for r in shipped}
+    off = set(disabled)
+    unknown = sorted(off - known)
+    if unknown:
+        raise MaskingRuleError(f"masking.disabled_rules: no shipped rule {unknown[0]!r}")
+    return RuleSet([r for r in shipped if r.id not in off] + parse_rules(list(extra), "masking.rules"))
+
+
+@dataclass(slots=True)
+class _Found:
+    any: bool = False
+
+
+class Masker:
+    """Masks entries. ``modes`` maps a field class (content, attributes) to redact, hash, drop or keep;
+    ``key`` is the install's content key (needed for hash)."""
+
+    def __init__(self, rules: RuleSet, modes: Mapping[str, str] | None = None, key: bytes | None = None,
+                 prefilter: bool = True) -> None:
+        self.rules = rules
+        self.modes = {c: "redact" for c in FIELD_CLASSES} | dict(modes or {})
+        for field_class, mode in self.modes.items():
+            if field_class not in FIELD_CLASSES or mode not in MODES:
+                raise MaskingRuleError(f"masking mode {field_class}={mode!r}: classes {FIELD_CLASSES}, modes {MODES}")
+        if key is None and "hash" in self.modes.values():
+            raise MaskingRuleError("masking mode hash needs the install's content key")
+        self.key = key
+        self.prefilter = prefilter
+        self._plan: dict[str, str] = {}  # field name -> mode, so each entry costs a lookup per field
+
+    # -- text --------------------------------------------------------------------------------------
+
+    def mask_text(self, text: str, mode: str = "redact") -> str:
+        return self._text(text, mode, _Found())
+
+    def _text(self, text: str, mode: str, found: _Found) -> str:
+        if self.prefilter:
+            indices = self.rules.candidates(text)
+            if not indices:
+                return text
+            spans = self.rules.spans(text, indices)
+        else:
+            spans = self.rules.spans(text)
+        if not spans:
+            return text
+        found.any = True
+        parts: list[str] = []
+        last = 0
+        for start, end, kind in spans:
+            parts.append(text[last:start])
+            parts.append(self._replacement(kind, text[start:end], mode))
+            last = end
+        parts.append(text[last:])
+        return "".join(parts)
+
+    def _replacement(self, kind: str, secret: str, mode: str) -> str:
+        if mode == "hash" and self.key is not None:
+            digest = hmac.new(self.key, secret.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
+            return f"[HMAC:{kind}:{digest[:16]}]"
         return f"[REDACTED:{kind}]"
-    inner = pattern.match(match.group(0))
-    if inner is None or inner.group(group) is None:
-        return f"[REDACTED:{kind}]"
-    text = match.group(0)
-    start, end = inner.span(group)
-    return f"{text[:start]}[REDACTED:{kind}]{text[end:]}"
+
+    # -- values and entries ------------------------------------------------------------------------
+
+    def mask_value(self, value: Any, mode: str = "redact") -> Any:
+        return self._value(value, mode, _Found())
+
+    def _value(self, value: Any, mode: str, found: _Found) -> Any:
+        if isinstance(value, str):
+            return self._text(value, mode, found)
+        if isinstance(value, list):
+            return [self._value(v, mode, found) for v in value]
+        if isinstance(value, dict):
+            return {(self._text(k, mode, found) if isinstance(k, str) else k): self._value(v, mode, found)
+                    for k, v in value.items()}
+        return value
+
+    def mask_entry(self, entry: dict[str, Any]) -> dict[str, Any]:
+        plan = self._plan
+        fields = []
+        for key, value in entry.items():
+            mode = plan.get(key)
+            if mode is None:
+                mode = self._plan_key(key)
+            if mode != "keep" and value.__class__ in _CONTAINERS:
+                fields.append(key)
+        if not fields or (self.prefilter and not self._may_hold_secret(entry, fields)):
+            return entry
+        dropped = []
+        for key in fields:
+            mode = plan.get(key) or self._plan_key(key)
+            found = _Found()
+            masked = self._value(entry[key], mode, found)
+            if not found.any:
+                continue
+            if mode == "drop":
+                del entry[key]
+                dropped.append(key)
+            else:
+                entry[key] = masked
+        if dropped:
+            entry["masking.dropped"] = dropped
+        return entry
+
+    def _plan_key(self, key: str) -> str:
+        """The mode for a field: its class's, or keep for fields that cannot hold a secret (cached)."""
+        mode = self.modes[_field_class(key)] if _scanned(key) else "keep"
+        if len(self._plan) < _PLAN_SIZE:
+            self._plan[key] = mode
+        return mode
+
+    def _may_hold_secret(self, entry: Mapping[str, Any], fields: list[str]) -> bool:
+        """One keyword pass over the fields serialised together. JSON escapes only quotes, backslashes and
+        control characters, which no keyword holds, so a keyword in any string is found here too."""
+        try:
+            blob = orjson.dumps([entry[k] for k in fields])
+        except TypeError:  # e.g. a lone surrogate: look at each string instead
+            return True
+        return bool(self.rules.candidates(blob))
+
+
+def _scanned(key: str) -> bool:
+    return key not in NO_SCAN and not key.endswith(NO_SCAN_SUFFIXES)
+
+
+def _field_class(key: str) -> str:
+    return "content" if key in _CONTENT else "attributes"
+
+
+@lru_cache(maxsize=1)
+def default_masker() -> Masker:
+    """The shipped rules, redacting everywhere."""
+    return Masker(load_rules())
 
 
 def mask_text(text: str) -> str:
-    return _COMBINED.sub(_replace, text)
+    return default_masker().mask_text(text)
 
 
 def mask_value(value: Any) -> Any:
-    if isinstance(value, str):
-        return mask_text(value)
-    if isinstance(value, list):
-        return [mask_value(v) for v in value]
-    if isinstance(value, dict):
-        return {k: mask_value(v) for k, v in value.items()}
-    return value
+    return default_masker().mask_value(value)
 
 
 def mask_entry(entry: dict[str, Any]) -> dict[str, Any]:
-    for key, value in entry.items():
-        if key not in STRUCTURAL_KEYS and isinstance(value, (str, list, dict)):
-            entry[key] = mask_value(value)
-    return entry
+    return default_masker().mask_entry(entry)

@@ -21,7 +21,7 @@ from collector.pipeline.boundary import check_entry, check_record
 from collector.pipeline.content_policy import ContentPolicy
 from collector.pipeline.correlate import Correlator
 from collector.pipeline.dedupe import Deduper
-from collector.pipeline.masking import mask_entry
+from collector.pipeline.masking import Masker, default_masker
 from collector.pipeline.quarantine import Quarantine, describe
 from collector.pipeline.turns import TurnMarker
 
@@ -74,6 +74,7 @@ class Pipeline:
         content: ContentPolicy | None = None,
         quarantine: Quarantine | None = None,
         turns: TurnMarker | None = None,
+        masker: Masker | None = None,
     ) -> None:
         self.agents = agents
         self.resource = resource
@@ -82,6 +83,7 @@ class Pipeline:
         self.masking = masking
         self.status = status
         self.content = content if content is not None else ContentPolicy.ephemeral()
+        self.masker = masker if masker is not None else default_masker()
         self.stats = PipelineStats()
         self.quarantine = quarantine or Quarantine(None)
         self.turns = turns if turns is not None else TurnMarker()
@@ -191,7 +193,7 @@ class Pipeline:
         self.content.apply(entry, settings.capture if settings else False)
         if self.masking:
             self._stage = "mask"
-            mask_entry(entry)
+            self.masker.mask_entry(entry)
         self._stage = "encode"
         orjson.dumps(entry)  # what every exporter does first: an entry it cannot encode stops here
         self.stats.entries += 1
