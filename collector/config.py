@@ -372,7 +372,7 @@ attributes_mode = "redact"   # in every other string field
 # [[masking.rules]]                      # more rules, same keys as the shipped ones
 # id = "acme_token"
 # keywords = ["acme_"]
-# pattern = '\bacme_[A-Za-z0-9]{32}\b'
+# pattern = '\\bacme_[A-Za-z0-9]{32}\\b'
 
 [jsonl]
 enabled = true               # daily files under <data dir>/output

@@ -187,3 +187,17 @@ def test_the_keyword_set_holds_on_long_text() -> None:
     rng = random.Random(3)
     text = "".join(rng.choice(string.printable) for _ in range(3_000_000)) + f" {TOKEN}"
     assert Masker(load_rules()).mask_text(text).endswith(" [REDACTED:github_token]")
+
+
+def test_the_default_config_file_and_its_rule_example_work() -> None:
+    import tomllib
+
+    from collector.config import DEFAULT_FILE
+
+    tomllib.loads(DEFAULT_FILE)
+    lines = DEFAULT_FILE.splitlines()
+    start = lines.index("# [[masking.rules]]                      # more rules, same keys as the shipped ones")
+    example = "\n".join(line.removeprefix("# ").split("  #")[0] for line in lines[start:start + 4])
+    rules = tomllib.loads(example)["masking"]["rules"]
+    masker = Masker(RuleSet(parse_rules(rules, "example")))
+    assert masker.mask_text("x acme_" + "A1b2" * 8 + " y") == "x [REDACTED:acme_token] y"
