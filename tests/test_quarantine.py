@@ -83,7 +83,7 @@ def test_with_capture_on_the_quarantine_keeps_the_record_masked(tmp_path: Path) 
     assert pipeline.process([record]).entries == []
     [line] = listing(tmp_path / "q")
     assert (line["stage"], line["reason"], line["position"]) == ("parse", "KeyError", "12")
-    assert line["data"] == {"payload": {"prompt": "my key is [REDACTED:aws_access_key]"}}
+    assert line["data"] == {"payload": {"prompt": "my key is [REDACTED:aws_access_key_id]"}}
     assert quarantine.stats() == {"records": 1, "by_source": {"a:hook": {"parse: KeyError": 1}}}
 
 
@@ -105,7 +105,7 @@ def test_every_stage_after_parsing_quarantines_instead_of_raising(tmp_path: Path
     for stage, target, fake in (
             ("correlate", "collector.pipeline.correlate.Correlator.apply", lambda self, e: explode(e)),
             ("policy", "collector.pipeline.content_policy.ContentPolicy.apply", lambda self, e, c: explode(e)),
-            ("mask", "collector.pipeline.processor.mask_entry", explode)):
+            ("mask", "collector.pipeline.masking.Masker.mask_entry", lambda self, e: explode(e))):
         with monkeypatch.context() as patch:
             patch.setattr(target, fake)
             quarantine = Quarantine(None)
