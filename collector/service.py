@@ -61,7 +61,7 @@ from collector.sources.base import Position, Source
 from collector.sources.factory import BuildContext, build_sources
 from collector.sources.jsonl_files import JsonlFiles
 from collector.sources.spool_writer import SpoolWriter
-from collector.state.checkpoints import CheckpointStore, Commit
+from collector.state.checkpoints import CHECKPOINTS_FILE, CheckpointStore, Commit
 from collector.util import private
 from collector.util.atomic import atomic_write
 from collector.util.private import open_private, private_dir
@@ -121,7 +121,7 @@ class Service:
     def startup(self) -> None:
         self._take_lock()
         self._repair_modes()
-        self._store = CheckpointStore(self.paths.state_dir / "checkpoints.sqlite")
+        self._store = CheckpointStore(self.paths.state_dir / CHECKPOINTS_FILE)
         self._prune_seen()
         loaded = load_agents(self.paths.agents_override_dir)
         for problem in loaded.problems:

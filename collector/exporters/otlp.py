@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
+
+import orjson
 
 from collector.exporters.base import Exporter
 from collector.exporters.otlp_common import ResourceCache, make_sdk_exporter
@@ -14,6 +17,9 @@ from collector.exporters.otlp_metrics import OtlpMetricsExporter
 from collector.exporters.otlp_traces import OtlpTracesExporter
 from collector.exporters.queue import QueuedExporter, QueueOptions
 from collector.paths import Paths
+from collector.state.checkpoints import CHECKPOINTS_FILE, CheckpointStore, KeyState
+
+LEGACY_STATE_FILE = "traces-state.json"
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -27,8 +33,10 @@ def build_signal_exporter(
     signal: SignalConfig,
     paths: Paths,
     options: QueueOptions | None = None,
+    store: CheckpointStore | None = None,
 ) -> QueuedExporter:
-    """One signal of one backend, wrapped in its own durable queue under ``paths.queue_dir``."""
+    """One signal of one backend, wrapped in its own durable queue under ``paths.queue_dir``; a trace
+    exporter keeps its open turns in the checkpoint store (``store``, else the one under ``paths``)."""
     name = exporter_name(backend.name, signal.signal)
     queue_dir = paths.queue_dir / name
     resources = ResourceCache(backend.resource_attributes)
@@ -37,11 +45,13 @@ def build_signal_exporter(
     if signal.signal == "logs":
         inner = OtlpLogsExporter(name, sdk, resources)
     elif signal.signal == "traces":
+        state = KeyState(store or _store(paths), f"exporter.{name}")
+        _adopt_legacy_state(queue_dir / LEGACY_STATE_FILE, state)
         inner = OtlpTracesExporter(
             name,
             sdk,
             resources,
-            queue_dir,
+            state,
             idle_timeout_s=backend.turn_idle_timeout_s,
             grace_s=backend.turn_grace_s,
         )
@@ -63,7 +73,24 @@ def build_otlp_exporters(
     the ``grpc`` extra installed.
     """
     exporters: list[Exporter] = []
-    for backend in load_otlp_config(config, env):
+    backends = load_otlp_config(config, env)
+    store = _store(paths) if any("traces" in b.signals for b in backends) else None
+    for backend in backends:
         for signal in backend.signals.values():
-            exporters.append(build_signal_exporter(backend, signal, paths, options))
+            exporters.append(build_signal_exporter(backend, signal, paths, options, store))
     return exporters
+
+
+def _store(paths: Paths) -> CheckpointStore:
+    return CheckpointStore(paths.state_dir / CHECKPOINTS_FILE)
+
+
+def _adopt_legacy_state(path: Path, state: KeyState) -> None:
+    """Open turns an older version kept in ``<queue>/traces-state.json`` move into the checkpoint store."""
+    if not path.exists() or state.load() is not None:
+        return
+    try:
+        state.save(orjson.loads(path.read_bytes()))
+    except (OSError, orjson.JSONDecodeError):
+        return
+    path.unlink()

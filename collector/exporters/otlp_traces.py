@@ -1,8 +1,8 @@
 """Turns as traces: entries are grouped per user turn (``turns``), built into spans (``trace_builder``),
 made into SDK ``ReadableSpan`` objects with their own ids and times, and sent with ``OTLPSpanExporter``.
 
-Durability: the open turns and the spans built but not yet sent (the *outbox*) are saved to
-``<state dir>/traces-state.json`` (atomic replace) before ``export`` returns, so a restart continues
+Durability: the open turns and the spans built but not yet sent (the *outbox*) are saved in the checkpoint
+store (``collector.state.checkpoints``, key ``exporter.<name>``) before ``export`` returns, so a restart continues
 half-built traces. ``export`` first retries the outbox and raises :class:`ExportError` if that still
 fails, which makes the durable queue in front keep the batch and back off; the outbox is therefore never
 bigger than what one batch and one tick produce. Deterministic ids make any resend harmless.
@@ -14,10 +14,8 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-import orjson
 from opentelemetry import trace as trace_api
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExportResult
@@ -26,13 +24,11 @@ from opentelemetry.trace.status import Status, StatusCode
 
 from collector.exporters.base import Entry
 from collector.exporters.otlp_common import SCOPE, ResourceCache, SdkExporter
-from collector.exporters.queue import write_atomic
 from collector.exporters.trace_builder import SpanData, TurnInput, build_spans
 from collector.exporters.turns import TurnAssembler
-from collector.util.private import private_dir
+from collector.state.checkpoints import KeyState
 
 log = logging.getLogger(__name__)
-STATE_FILE = "traces-state.json"
 _KINDS = {"INTERNAL": SpanKind.INTERNAL, "CLIENT": SpanKind.CLIENT}
 _STATUS = {"UNSET": StatusCode.UNSET, "OK": StatusCode.OK, "ERROR": StatusCode.ERROR}
 
@@ -67,15 +63,14 @@ class OtlpTracesExporter:
         name: str,
         sdk: SdkExporter,
         resources: ResourceCache,
-        state_dir: Path,
+        state: KeyState,
         idle_timeout_s: float = 300.0,
         grace_s: float = 3.0,
     ) -> None:
         self.name = name
         self.sdk = sdk
         self.resources = resources
-        self.state_path = Path(state_dir) / STATE_FILE
-        private_dir(self.state_path.parent)
+        self.state = state
         self.turns = TurnAssembler(idle_ns=int(idle_timeout_s * 1e9), grace_ns=int(grace_s * 1e9))
         self.outbox: list[dict[str, Any]] = []  # {"resource": [host, user], "spans": [SpanData json]}
         self.sent_spans = 0
@@ -89,14 +84,8 @@ class OtlpTracesExporter:
 
     # -- state ------------------------------------------------------------------------------------------
     def _load(self) -> None:
-        try:
-            data = orjson.loads(self.state_path.read_bytes())
-        except FileNotFoundError:
-            return
-        except (orjson.JSONDecodeError, OSError) as exc:
-            log.error(
-                "%s: cannot read %s (%s); starting without pending turns", self.name, self.state_path, exc
-            )
+        data = self.state.load()
+        if not isinstance(data, dict):
             return
         try:
             self.turns.load_json(data.get("turns", {}))
@@ -107,7 +96,7 @@ class OtlpTracesExporter:
             log.info("%s: resuming %d open turns", self.name, self.turns.open_turns)
 
     def _save(self) -> None:
-        write_atomic(self.state_path, orjson.dumps({"turns": self.turns.to_json(), "outbox": self.outbox}))
+        self.state.save({"turns": self.turns.to_json(), "outbox": self.outbox})
 
     # -- the Exporter interface ---------------------------------------------------------------------------
     def export(self, batch: Sequence[Entry]) -> None:

@@ -39,6 +39,7 @@ import orjson
 
 from collector.exporters.base import Entry, Exporter, ExportError
 from collector.util import private
+from collector.util.atomic import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -92,16 +93,6 @@ class _Counters:
 
 def segment_name(number: int) -> str:
     return f"{SEGMENT_PREFIX}{number:020d}{SEGMENT_SUFFIX}"
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data``: temp file, fsync, rename."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb", opener=private.opener) as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 class _SegmentStore:
@@ -167,7 +158,7 @@ class _SegmentStore:
             "dropped": self.dropped_total,
             "delivered": self.delivered_total,
         }
-        write_atomic(self.dir / ACK_FILE, orjson.dumps(body))
+        atomic_write(self.dir / ACK_FILE, orjson.dumps(body), mode=private.FILE_MODE)
 
     def _repair_tail(self) -> None:
         """Cut a torn last line (the process died inside a write)."""

@@ -1,14 +1,19 @@
-"""The one module that writes collector state: source positions, seen event ids, small component state.
+"""The one module that writes collector state: source positions, seen event ids (they expire after
+``collector.seen_retention_days``), and component state (the correlator's and the turn step's, the JSONL
+exporter's mark, today's counts, each trace exporter's open turns and unsent spans).
 
 State lives in one SQLite database in WAL mode with ``synchronous=FULL``: a commit is one transaction,
 so positions, the dedupe ids of the entries they produced and the exporters' marks move together or not
-at all. A ``kill -9`` at any point leaves the last committed transaction (SQLite's journal gives the
+at all. Other files under the state directory are reports (``status.json``), written through
+``collector.util.atomic``; a durable queue keeps its own segments and acknowledged position in its
+directory. A ``kill -9`` at any point leaves the last committed transaction (SQLite's journal gives the
 temp-file-fsync-rename guarantee without rewriting the whole state on every batch).
 """
 
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -19,6 +24,7 @@ import orjson
 
 from collector.util.private import create_private, private_dir
 
+CHECKPOINTS_FILE = "checkpoints.sqlite"  # under the state directory
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS positions (stream TEXT PRIMARY KEY, value BLOB NOT NULL, updated REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS seen (event_id TEXT PRIMARY KEY, at REAL NOT NULL) WITHOUT ROWID;
@@ -43,24 +49,24 @@ class CheckpointStore:
         create_private(path)  # before SQLite: its -wal and -shm files take the database's mode
         self.path = path
         self.clock = clock  # when an id was seen: its expiry (prune_seen) counts from here
+        self._lock = threading.RLock()  # one connection, used by the delivery worker and the queues' threads
         self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(_SCHEMA)
 
     def close(self) -> None:
-        self._db.close()
+        with self._lock:
+            self._db.close()
 
     def positions(self) -> dict[str, dict[str, Any]]:
-        rows = self._db.execute("SELECT stream, value FROM positions").fetchall()
+        with self._lock:
+            rows = self._db.execute("SELECT stream, value FROM positions").fetchall()
         return {stream: orjson.loads(value) for stream, value in rows}
 
-    def position(self, stream: str) -> dict[str, Any] | None:
-        row = self._db.execute("SELECT value FROM positions WHERE stream=?", (stream,)).fetchone()
-        return orjson.loads(row[0]) if row else None
-
     def get(self, key: str, default: Any = None) -> Any:
-        row = self._db.execute("SELECT value FROM kv WHERE key=?", (key,)).fetchone()
+        with self._lock:
+            row = self._db.execute("SELECT value FROM kv WHERE key=?", (key,)).fetchone()
         return orjson.loads(row[0]) if row else default
 
     def seen(self, ids: Iterable[str]) -> set[str]:
@@ -70,11 +76,16 @@ class CheckpointStore:
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
             marks = ",".join("?" * len(chunk))
-            rows = self._db.execute(f"SELECT event_id FROM seen WHERE event_id IN ({marks})", chunk)
+            with self._lock:
+                rows = self._db.execute(f"SELECT event_id FROM seen WHERE event_id IN ({marks})", chunk).fetchall()
             found.update(r[0] for r in rows)
         return found
 
     def commit(self, change: Commit) -> None:
+        with self._lock:
+            self._commit(change)
+
+    def _commit(self, change: Commit) -> None:
         now = self.clock()
         db = self._db
         db.execute("BEGIN IMMEDIATE")
@@ -100,11 +111,28 @@ class CheckpointStore:
     def prune_seen(self, older_than_s: float) -> int:
         """Forget the ids delivered more than ``older_than_s`` ago (``collector.seen_retention_days``): a
         record read again after that long counts as new. Returns how many went."""
-        cur = self._db.execute("DELETE FROM seen WHERE at < ?", (self.clock() - older_than_s,))
-        return cur.rowcount
+        with self._lock:
+            cur = self._db.execute("DELETE FROM seen WHERE at < ?", (self.clock() - older_than_s,))
+            return cur.rowcount
 
     def seen_count(self) -> int:
-        return int(self._db.execute("SELECT count(*) FROM seen").fetchone()[0])
+        with self._lock:
+            return int(self._db.execute("SELECT count(*) FROM seen").fetchone()[0])
 
     def put(self, values: Mapping[str, Any]) -> None:
+        """Component state outside a batch's commit (the trace exporters' open turns, from their queue)."""
         self.commit(Commit(kv=dict(values)))
+
+
+@dataclass(slots=True)
+class KeyState:
+    """One component's slot in the store: what it saved last (``load``), and ``save`` to replace it."""
+
+    store: CheckpointStore
+    key: str
+
+    def load(self) -> Any:
+        return self.store.get(self.key)
+
+    def save(self, value: Any) -> None:
+        self.store.put({self.key: value})
