@@ -39,6 +39,7 @@ from collector.pipeline.correlate import Correlator
 from collector.pipeline.processor import AgentSettings, Pipeline
 from collector.pipeline.quarantine import Quarantine
 from collector.sources.factory import BuildContext, build_sources
+from collector.state.checkpoints import CheckpointStore, KeyState
 
 AGENTS = ("claude-code", "codex", "gemini-cli", "qwen-code", "opencode")
 
@@ -142,7 +143,8 @@ class Rig:
         self.exporters = [
             JsonlExporter(self.tmp / "out"),
             OtlpLogsExporter("logs", _sdk(encode_logs, LogRecordExportResult.SUCCESS), resources),
-            OtlpTracesExporter("traces", _sdk(encode_spans, SpanExportResult.SUCCESS), resources, self.tmp / "t",
+            OtlpTracesExporter("traces", _sdk(encode_spans, SpanExportResult.SUCCESS), resources,
+                               KeyState(CheckpointStore(self.tmp / "t" / "checkpoints.sqlite"), "exporter.traces"),
                                idle_timeout_s=0, grace_s=0),
             OtlpMetricsExporter("metrics", _sdk(encode_metrics, MetricExportResult.SUCCESS), resources),
         ]
