@@ -155,6 +155,11 @@ def test_no_installed_service_is_a_clear_error(tmp_path: Path) -> None:
                             capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert result.returncode == 1 and "no service is installed" in result.stderr
     assert "agent-collector run" in result.stderr
+    (tmp_path / "data" / "agent-collector").mkdir(parents=True)
+    (tmp_path / "data" / "agent-collector" / "service.mode").write_text("none\n")
+    result = subprocess.run([sys.executable, "-m", "collector", "service", "start"], env=env,
+                            capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert result.returncode == 1 and "--service none" in result.stderr
 
 
 STAND_IN = """#!/bin/sh

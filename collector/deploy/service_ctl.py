@@ -53,15 +53,22 @@ class ServiceControl:
 
 def installed_mode(paths: Paths) -> str | None:
     """The mode install.sh recorded, or None when there is no service to control."""
+    mode = _recorded(paths)
+    return mode if mode in MODES else None
+
+
+def _recorded(paths: Paths) -> str | None:
     try:
-        mode = (paths.data_dir / "service.mode").read_text().strip()
+        return (paths.data_dir / "service.mode").read_text().strip()
     except OSError:
         return None
-    return mode if mode in MODES else None
 
 
 def control_for(paths: Paths) -> ServiceControl:
     mode = installed_mode(paths)
+    if mode is None and _recorded(paths) == "none":
+        raise NoService("deploy/install.sh ran with --service none: there is no service to control; run the "
+                        "daemon with `agent-collector run`, or install again with --service auto")
     if mode is None:
         raise NoService(
             f"no service is installed for {paths.data_dir} (no service.mode there): `sh deploy/install.sh` "
