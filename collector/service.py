@@ -62,11 +62,13 @@ from collector.sources.factory import BuildContext, build_sources
 from collector.sources.jsonl_files import JsonlFiles
 from collector.sources.spool_writer import SpoolWriter
 from collector.state.checkpoints import CHECKPOINTS_FILE, CheckpointStore, Commit
+from collector.state.rebuild import REBUILT_KEY, open_checkpoints
 from collector.util import private
 from collector.util.atomic import atomic_write
 from collector.util.private import open_private, private_dir
 
 log = logging.getLogger("collector")
+SESSIONS_KEY = "status.sessions"  # the open sessions of the status tracker, kept with the checkpoints
 
 T = TypeVar("T")
 Progress = Callable[[str, int], None]  # (source name, records so far)
@@ -110,6 +112,7 @@ class Service:
         self._watch_dirs: list[str] = []  # published by the worker, read by the file-event task
         self._lock_fd: int | None = None
         self._store: CheckpointStore | None = None
+        self._rebuilt: dict[str, Any] | None = None
         self._pipeline: Pipeline | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self.spool_writer = SpoolWriter(paths.spool_dir)
@@ -121,7 +124,8 @@ class Service:
     def startup(self) -> None:
         self._take_lock()
         self._repair_modes()
-        self._store = CheckpointStore(self.paths.state_dir / CHECKPOINTS_FILE)
+        self._store = open_checkpoints(self.paths.state_dir / CHECKPOINTS_FILE, [self.output_dir])
+        self._rebuilt = self._store.get(REBUILT_KEY)  # a corrupt state was moved aside: status says so
         self._prune_seen()
         loaded = load_agents(self.paths.agents_override_dir)
         for problem in loaded.problems:
@@ -199,6 +203,7 @@ class Service:
             raise ConfigError(str(exc)) from exc
         self.status = SessionStatusTracker({k: d.status_rules for k, d in self.definitions.items()},
                                                          digest=content.digest_value)
+        self.status.restore(self._store.get(SESSIONS_KEY, []))  # open sessions wait out their idle timeout
         self._pipeline = Pipeline(agents, resource, self._store.seen, correlator,
                                   self.config.masking.enabled, self.status, content,
                                   Quarantine(quarantine_dir(self.paths)), TurnMarker(self._store.get("turns")),
@@ -273,7 +278,10 @@ class Service:
             self._count(entries, result)
         if entries:
             result.entries += len(entries)
-            self._deliver(entries, Commit(seen_ids=[e["event.id"] for e in entries]), result)
+            self._deliver(entries, Commit(seen_ids=[e["event.id"] for e in entries], kv=self._sessions_kv()), result)
+
+    def _sessions_kv(self) -> dict[str, Any]:
+        return {} if self.status is None else {SESSIONS_KEY: self.status.open_sessions()}
 
     def _idle_timeout_ns(self, agent: str) -> int | None:
         """agents.<id>.idle_timeout_s in the config, else the definition's; none: the agent says goodbye."""
@@ -312,7 +320,8 @@ class Service:
             commit = Commit(
                 positions={p.stream: p.value for p in positions.values()},
                 seen_ids=[e["event.id"] for e in output.entries],
-                kv={"correlator": self._pipeline.correlator.state(), "turns": self._pipeline.turns.state()},
+                kv={"correlator": self._pipeline.correlator.state(), "turns": self._pipeline.turns.state(),
+                    **self._sessions_kv()},
             )
             self._count(output.entries, result)
             commit.kv["events_today"] = {"day": self._today, "counts": dict(self.events_today),
@@ -491,6 +500,7 @@ class Service:
                 "duplicates": pipeline.stats.duplicates, "parse_errors": pipeline.stats.parse_errors,
                 "by_event": pipeline.stats.by_event},
             "quarantine": {} if pipeline is None else pipeline.quarantine.stats(),
+            "state_rebuilt": self._rebuilt,
             "exporters": {e.name: e.stats() for e in self.exporters},
             "delivery": {} if self.delivery is None else self.delivery.status(),
         }

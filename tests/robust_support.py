@@ -54,6 +54,20 @@ class Daemon:
                 time.sleep(0.1)
         raise AssertionError("daemon did not answer: " + self.log())
 
+    def start_quiet(self) -> Daemon:
+        """Start without the ingest (AGENT_COLLECTOR_INGEST__ENABLED=false): ready when it writes status."""
+        status = self.data / "state" / "status.json"
+        status.unlink(missing_ok=True)
+        self.proc = subprocess.Popen([sys.executable, "-m", "collector", "run", "--home", str(self.home),
+                                      "--output", str(self.out)], env=self.env, stdout=subprocess.DEVNULL,
+                                     stderr=open(self.tmp / "daemon.log", "ab"))  # noqa: SIM115
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not status.exists():
+            assert self.proc.poll() is None, self.log()
+            time.sleep(0.1)
+        assert status.exists(), "daemon wrote no status: " + self.log()
+        return self
+
     def log(self) -> str:
         path = self.tmp / "daemon.log"
         return path.read_text(errors="replace") if path.exists() else ""

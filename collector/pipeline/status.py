@@ -415,6 +415,21 @@ class SessionStatusTracker:
             out.extend(self._emit(state, Signal(state.agent, state.session_id, "IdleTimeout", end.id, at, now_ns, {})))
         return out
 
+    def open_sessions(self) -> list[dict[str, Any]]:
+        """The sessions not closed yet, as JSON: kept with the checkpoints so the idle rule and the live
+        status survive a restart."""
+        return [_dump_state(s) for s in self._sessions.values() if s.base != CLOSED]
+
+    def restore(self, saved: Any) -> None:
+        """Take back what ``open_sessions`` saved; an unreadable item is skipped."""
+        for raw in saved if isinstance(saved, list) else []:
+            try:
+                state = _load_state(raw)
+            except (KeyError, TypeError, ValueError):
+                continue
+            self._sessions[(state.agent, state.session_id)] = state
+        self._evict()
+
     def status_of(self, agent: str, session_id: str) -> str | None:
         state = self._sessions.get((agent, session_id))
         return state.status if state else None
@@ -551,3 +566,28 @@ _ACTIONS: dict[str, Callable[[SessionState, Signal], None]] = {
     FAIL: _end_turn(ERROR),
     END: _end_turn(CLOSED),
 }
+
+
+_STATE_FIELDS = ("agent", "session_id", "base", "status", "status_since_ns", "last_event_ns", "last_signal_ns",
+                 "last_hook_event", "workspace", "model")
+
+
+def _dump_state(state: SessionState) -> dict[str, Any]:
+    out: dict[str, Any] = {k: getattr(state, k) for k in _STATE_FIELDS}
+    out["waits"] = {k: [w.kind, w.since_ns, w.tool_name] for k, w in state.waits.items()}
+    out["recent_tools"] = list(state.recent_tools.items())
+    c = state.counters
+    out["counters"] = [c.day, c.input_tokens, c.output_tokens, c.tool_calls, c.errors]
+    return out
+
+
+def _load_state(raw: Mapping[str, Any]) -> SessionState:
+    state = SessionState(**{k: raw[k] for k in _STATE_FIELDS})
+    if not (isinstance(state.agent, str) and isinstance(state.session_id, str)):
+        raise TypeError("agent and session id must be strings")
+    for key, (kind, since, tool) in dict(raw.get("waits") or {}).items():
+        state.waits[str(key)] = Wait(str(kind), int(since), tool)
+    state.recent_tools.update((str(k), str(v)) for k, v in raw.get("recent_tools") or [])
+    day, tokens_in, tokens_out, tools, errors = raw.get("counters") or ["", 0, 0, 0, 0]
+    state.counters = Counters(str(day), int(tokens_in), int(tokens_out), int(tools), int(errors))
+    return state

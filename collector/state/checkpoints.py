@@ -59,6 +59,11 @@ class CheckpointStore:
         with self._lock:
             self._db.close()
 
+    def integrity(self) -> str:
+        """SQLite's ``quick_check``: "ok", or what is wrong (collector.state.rebuild acts on it)."""
+        row = self._db.execute("PRAGMA quick_check").fetchone()
+        return str(row[0]) if row else "no answer"
+
     def positions(self) -> dict[str, dict[str, Any]]:
         with self._lock:
             rows = self._db.execute("SELECT stream, value FROM positions").fetchall()
