@@ -103,6 +103,16 @@ class StoreSection:
 
 
 @dataclass(slots=True)
+class RetentionSection:
+    spool_grace_s: float
+    output_days: int
+    output_max_mb: int
+    quarantine_days: int
+    log_days: int
+    log_max_mb: int
+
+
+@dataclass(slots=True)
 class Config:
     collector: CollectorSection
     content: ContentSection
@@ -111,6 +121,7 @@ class Config:
     store: StoreSection
     ingest: IngestSection
     watchdog: WatchdogSection
+    retention: RetentionSection
     agents: dict[str, AgentSection] = field(default_factory=dict)
     otlp: dict[str, Any] = field(default_factory=dict)  # checked here, interpreted by exporters/otlp_config
 
@@ -124,6 +135,7 @@ class Config:
 SECTIONS: dict[str, type] = {
     "collector": CollectorSection, "content": ContentSection, "masking": MaskingSection,
     "jsonl": JsonlSection, "store": StoreSection, "ingest": IngestSection, "watchdog": WatchdogSection,
+    "retention": RetentionSection,
 }
 
 

@@ -61,6 +61,7 @@ from collector.sources.base import Position, Source
 from collector.sources.factory import BuildContext, build_sources
 from collector.sources.jsonl_files import JsonlFiles
 from collector.sources.spool_writer import SpoolWriter
+from collector.state import retention
 from collector.state.checkpoints import CHECKPOINTS_FILE, CheckpointStore, Commit
 from collector.state.rebuild import REBUILT_KEY, open_checkpoints
 from collector.util import private
@@ -72,6 +73,7 @@ SESSIONS_KEY = "status.sessions"  # the open sessions of the status tracker, kep
 
 T = TypeVar("T")
 Progress = Callable[[str, int], None]  # (source name, records so far)
+HOUSEKEEP_EVERY_S = 60.0  # how often the daemon applies [retention] (spool, outputs, quarantine, logs)
 PRUNE_EVERY_S = 3600.0  # how often the daemon forgets dedupe ids older than collector.seen_retention_days
 RETRY_HELD_S = 1.0  # how often a batch an exporter refused is offered again
 WORKER_JOIN_S = 1.5  # how long a stop waits for the worker to reach a batch boundary
@@ -109,6 +111,7 @@ class Service:
         self.state_lock = threading.RLock()  # held by the worker while it changes pipeline state
         self.delivery: Delivery | None = None
         self._pruned_at = 0.0
+        self._housekept_at: float | None = None
         self._watch_dirs: list[str] = []  # published by the worker, read by the file-event task
         self._lock_fd: int | None = None
         self._store: CheckpointStore | None = None
@@ -243,7 +246,31 @@ class Service:
             else:
                 self._close_idle_sessions(result)
         self._write_status()
+        if result.blocked is None and (self._housekept_at is None
+                                       or time.monotonic() - self._housekept_at >= HOUSEKEEP_EVERY_S):
+            self.housekeep()
         return result
+
+    def housekeep(self, now: float | None = None) -> None:
+        """Apply ``[retention]``: committed spool files go, old outputs, quarantine files and logs too."""
+        assert self._store is not None
+        self._housekept_at = time.monotonic()
+        keep = self.config.retention
+        try:
+            sweep = retention.sweep_spool(self._store.positions(), self.paths.spool_dir, self.spool_writer,
+                                          keep.spool_grace_s, now)
+            if sweep.forget:
+                self._store.commit(Commit(forget=sweep.forget))
+            gone = retention.prune_outputs(self.output_dir, keep.output_days, keep.output_max_mb, now)
+            gone += retention.prune_idle_files(sorted(quarantine_dir(self.paths).glob("*.jsonl*")),
+                                               keep.quarantine_days, now)
+            gone += retention.cap_logs(self.paths.data_dir / "log", keep.log_max_mb, keep.log_days, now)
+        except (OSError, sqlite3.Error) as exc:
+            log.warning("housekeeping failed (next time again): %s", exc)
+            return
+        if sweep.deleted or sweep.emptied or gone:
+            log.info("retention: %d committed spool files deleted, %d emptied; %d old files removed",
+                     len(sweep.deleted), len(sweep.emptied), len(gone))
 
     def _prune_seen(self) -> None:
         """Dedupe ids expire after ``collector.seen_retention_days`` (at start-up, then hourly)."""

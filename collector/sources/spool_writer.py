@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,12 +20,14 @@ from collector.util.private import open_private, private_dir
 
 
 class SpoolWriter:
-    """Not thread-safe: the daemon's one relay thread owns it (and ``close`` after that thread stopped)."""
+    """The daemon's one relay thread writes; the housekeeping may empty a committed file meanwhile
+    (:meth:`empty_if_committed`): a lock keeps the two apart."""
 
     def __init__(self, spool_dir: Path, fsync: bool = True) -> None:
         self.spool_dir = spool_dir
         self.fsync = fsync
         self._fds: dict[str, tuple[str, int]] = {}
+        self._lock = threading.Lock()
 
     @staticmethod
     def line(agent: str, event: str, payload: Any, received: float | None = None) -> bytes:
@@ -43,6 +46,10 @@ class SpoolWriter:
         by_agent: dict[str, list[bytes]] = {}
         for agent, data in lines:
             by_agent.setdefault(agent, []).append(data)
+        with self._lock:
+            self._write_groups(by_agent)
+
+    def _write_groups(self, by_agent: dict[str, list[bytes]]) -> None:
         for agent, chunks in by_agent.items():
             fd = self._fd(agent)
             start = os.fstat(fd).st_size
@@ -67,6 +74,24 @@ class SpoolWriter:
         fd = open_private(directory / f"{agent}-{day}.http.jsonl")
         self._fds[agent] = (day, fd)
         return fd
+
+    def empty_if_committed(self, path: Path, ino: int, committed: int) -> bool:
+        """Truncate our own spool file to nothing if it still is the file the checkpoint knows (``ino``)
+        and every byte of it is committed downstream; no line can be appended meanwhile."""
+        with self._lock:
+            try:
+                fd = open_private(path, os.O_WRONLY)
+            except OSError:
+                return False
+            try:
+                st = os.fstat(fd)
+                if st.st_ino != ino or st.st_size != committed or committed == 0:
+                    return False
+                os.ftruncate(fd, 0)
+                os.fsync(fd)
+                return True
+            finally:
+                os.close(fd)
 
     def close(self) -> None:
         for _, fd in self._fds.values():
