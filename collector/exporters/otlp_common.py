@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import getpass
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,6 +87,30 @@ class SdkExporter:
     def reset(self) -> None:
         if self.tracker is not None:
             self.tracker.reset()
+
+    def answered(self) -> bool:
+        """Whether the last export reached the backend (an HTTP status came back)."""
+        return self.tracker is not None and self.tracker.last_status is not None
+
+
+def drop_unencodable(items: Sequence[Any], encode: Callable[[Sequence[Any]], Any]) -> tuple[list[Any], int]:
+    """The SDK answers FAILURE, as for a backend that is down, when it cannot encode a batch. After a
+    failure without a response, check: if ``encode`` (the SDK's protobuf encoder) fails on the batch, the
+    items it fails on alone are poison, a permanent error; they are dropped (counted by the caller) and
+    the rest goes on. Returns (the encodable items, how many were dropped)."""
+    try:
+        encode(items).SerializeToString()
+        return list(items), 0
+    except Exception:  # noqa: BLE001 - whatever the encoder raises, find the item that causes it
+        pass
+    good = []
+    for item in items:
+        try:
+            encode([item]).SerializeToString()
+        except Exception:  # noqa: BLE001
+            continue
+        good.append(item)
+    return good, len(items) - len(good)
 
 
 def _grpc_module(signal: str) -> Any:

@@ -14,12 +14,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from opentelemetry._logs import LogRecord, SeverityNumber
+from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
 from opentelemetry.sdk._logs import LoggerProvider, LogRecordProcessor, ReadWriteLogRecord
 from opentelemetry.sdk._logs.export import LogRecordExportResult
 
 from collector import __version__
 from collector.exporters.base import Entry, ExportError
-from collector.exporters.otlp_common import ResourceCache, SdkExporter
+from collector.exporters.otlp_common import ResourceCache, SdkExporter, drop_unencodable
 from collector.exporters.trace_builder import AttrValue, attr_value
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,7 @@ class OtlpLogsExporter:
         self._providers: dict[tuple[str, str], tuple[LoggerProvider, _Collect, Any]] = {}
         self.sent = 0
         self.batches = 0
+        self.poison = 0  # entries the encoder refused: a permanent error, not "backend down"
 
     def _logger(self, key: tuple[str, str]) -> tuple[_Collect, Any]:
         found = self._providers.get(key)
@@ -107,7 +109,15 @@ class OtlpLogsExporter:
             return
         records = self.records(batch)
         self.sdk.reset()
-        if self.sdk.exporter.export(records) != LogRecordExportResult.SUCCESS:
+        ok = self.sdk.exporter.export(records) == LogRecordExportResult.SUCCESS
+        if not ok and not self.sdk.answered():
+            records, poison = drop_unencodable(records, encode_logs)
+            if poison:
+                self.poison += poison
+                log.error("%s: %d entries cannot be encoded as OTLP logs, dropped for good", self.name, poison)
+                self.sdk.reset()
+                ok = not records or self.sdk.exporter.export(records) == LogRecordExportResult.SUCCESS
+        if not ok:
             raise self.sdk.failure(f"sending {len(records)} log records")
         self.sent += len(records)
         self.batches += 1
@@ -118,7 +128,8 @@ class OtlpLogsExporter:
             provider.shutdown()
 
     def stats(self) -> dict[str, Any]:
-        return {"signal": "logs", "endpoint": self.sdk.endpoint, "sent": self.sent, "requests": self.batches}
+        return {"signal": "logs", "endpoint": self.sdk.endpoint, "sent": self.sent, "requests": self.batches,
+                "unencodable": self.poison}
 
 
 __all__ = ["OtlpLogsExporter", "ExportError"]

@@ -17,13 +17,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from opentelemetry import trace as trace_api
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
 from opentelemetry.trace.status import Status, StatusCode
 
 from collector.exporters.base import Entry
-from collector.exporters.otlp_common import SCOPE, ResourceCache, SdkExporter
+from collector.exporters.otlp_common import SCOPE, ResourceCache, SdkExporter, drop_unencodable
 from collector.exporters.trace_builder import SpanData, TurnInput, build_spans
 from collector.exporters.turns import TurnAssembler
 from collector.state.checkpoints import KeyState
@@ -179,7 +180,15 @@ class OtlpTracesExporter:
             for span in item["spans"]
         ]
         self.sdk.reset()
-        if self.sdk.exporter.export(readable) != SpanExportResult.SUCCESS:
+        ok = self.sdk.exporter.export(readable) == SpanExportResult.SUCCESS
+        if not ok and not self.sdk.answered():
+            readable, poison = drop_unencodable(readable, encode_spans)
+            if poison:  # an entry protobuf cannot carry: a permanent error, the rest goes on
+                self.rejected_spans += poison
+                log.error("%s: %d spans cannot be encoded as OTLP, dropped for good", self.name, poison)
+                self.sdk.reset()
+                ok = not readable or self.sdk.exporter.export(readable) == SpanExportResult.SUCCESS
+        if not ok:
             error = self.sdk.failure(f"sending {len(readable)} spans")
             if error.retryable:
                 raise error

@@ -1,0 +1,48 @@
+"""Poison for OTLP is a permanent error: an entry protobuf cannot carry (a pre-1970 time, given to the
+exporters directly, past the pipeline's boundary) is dropped and counted; the 449 others reach a real
+OTLP/HTTP receiver, and the batch is not retried forever as if the backend were down."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from otlp_receiver import OtlpReceiver
+from test_otlp_faults import entry, queues, wait_until
+
+from collector.pipeline.boundary import check_entry
+
+
+@pytest.fixture
+def receiver() -> Iterator[OtlpReceiver]:
+    r = OtlpReceiver().start()
+    yield r
+    r.stop()
+
+
+def test_an_unencodable_entry_is_dropped_and_the_rest_flows(receiver: OtlpReceiver, tmp_path: Path) -> None:
+    config = {"endpoint": receiver.endpoint, "timeout": 2, "turn_grace": 0, "turn_idle_timeout": 0.2}
+    exporters = queues(config, tmp_path)
+    batch = [entry(i) for i in range(450)]
+    batch[201]["time_unix_nano"] = -1_000_000_000  # 1969: no fixed64 holds it
+    for exporter in exporters:
+        exporter.export(batch)
+    wait_until(lambda: all(not e.stats()["queued"] for e in exporters))
+    wait_until(lambda: all(not e.stats()["inner"].get("outbox_spans") for e in exporters))
+    stats = {e.name.rsplit("-", 1)[-1]: e.stats() for e in exporters}
+    for exporter in exporters:
+        exporter.shutdown()
+    ids = {r["attributes"]["event.id"] for r in receiver.logs()}
+    assert ids == {f"{i:032x}" for i in range(450)} - {f"{201:032x}"}
+    assert stats["logs"]["inner"]["unencodable"] == 1
+    assert stats["traces"]["inner"]["rejected_spans"] >= 1
+    assert receiver.spans(), "the other turns' spans were delivered"
+
+
+def test_the_boundary_makes_the_same_entry_deliverable() -> None:
+    poisoned = {"schema.version": "1.0", **entry(201), "observed_time_unix_nano": 1_800_000_000_000_000_000}
+    poisoned["time_unix_nano"] = -1_000_000_000
+    check_entry(poisoned)
+    assert poisoned["time_unix_nano"] == poisoned["observed_time_unix_nano"]
+    assert poisoned["collector.time_replaced"] == "out_of_range"
