@@ -72,20 +72,22 @@ class Browser:
         return done.stdout
 
 
-def _start_daemon(paths: Paths, port: int) -> subprocess.Popen[bytes]:
+def _start_daemon(paths: Paths, port: int, log: Path) -> subprocess.Popen[bytes]:
+    """The daemon, its log in a file (a pipe nobody reads would fill up and stall it)."""
     env = {**os.environ, "AGENT_COLLECTOR_DATA_DIR": str(paths.data_dir),
            "AGENT_COLLECTOR_CONFIG_DIR": str(paths.config_dir), "AGENT_COLLECTOR_INGEST__PORT": str(port),
            "AGENT_COLLECTOR_WATCHDOG__ENABLED": "false", "HOME": str(paths.home)}
-    return subprocess.Popen([sys.executable, "-m", "collector", "run", "--home", str(paths.home)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
+    with log.open("wb") as sink:
+        return subprocess.Popen([sys.executable, "-m", "collector", "run", "--home", str(paths.home)], env=env,
+                                stdout=subprocess.DEVNULL, stderr=sink, cwd=ROOT)
 
 
-def _wait_collected(paths: Paths, daemon: subprocess.Popen[bytes]) -> int:
+def _wait_collected(paths: Paths, daemon: subprocess.Popen[bytes], log: Path) -> int:
     """Until the store stops growing (every source read to its end)."""
     store = paths.data_dir / "usage.sqlite"
     last, stable, deadline = -1, 0, time.time() + 60
     while time.time() < deadline and stable < 3:
-        assert daemon.poll() is None, daemon.stderr.read().decode()[-2000:] if daemon.stderr else ""
+        assert daemon.poll() is None, log.read_text()[-2000:]
         time.sleep(0.5)
         try:
             db = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
@@ -118,9 +120,10 @@ def _store_by_agent(paths: Paths) -> dict[str, dict[str, int]]:
 def daemon(tmp_path: Path) -> Any:
     paths = merged_fixtures(tmp_path / "fixtures")
     port = _free_port()
-    process = _start_daemon(paths, port)
+    log = tmp_path / "daemon.log"
+    process = _start_daemon(paths, port, log)
     try:
-        _wait_collected(paths, process)
+        _wait_collected(paths, process, log)
         yield paths, port
     finally:
         process.send_signal(signal.SIGTERM)
@@ -187,7 +190,7 @@ def test_dashboard_in_chromium(daemon: tuple[Paths, int], tmp_path: Path) -> Non
     import json
 
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    conn.request("GET", "/v1/status")
+    conn.request("GET", "/v1/status", headers={"X-Agent-Collector-Token": token})
     counts = json.loads(conn.getresponse().read())["ingest"]["requests"]
     conn.close()
     assert counts.get("rejected_403", 0) >= 4, counts

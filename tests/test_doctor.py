@@ -155,8 +155,12 @@ def test_ingest_unreachable_and_disk_full() -> None:
     def refused(port: int, token: str | None) -> int:
         raise ConnectionRefusedError(111, "Connection refused")
 
+    from collector.doctor.system import ingest_port
+
     finding = check_ingest(paths, None, 1234, refused)
-    assert finding is not None and finding.level == "error" and "nothing answers on 127.0.0.1:4319" in finding.message
+    port = ingest_port(paths, None)  # nothing recorded, none configured: the port chosen for this user
+    assert finding is not None and finding.level == "error"
+    assert f"nothing answers on 127.0.0.1:{port} (Connection refused)" in finding.message
 
     class Usage:
         free = 10 * 1024 * 1024
@@ -176,8 +180,9 @@ def test_healthy_with_a_real_daemon(home: Path, capsys: pytest.CaptureFixture[st
     monkeypatch.setenv("AGENT_COLLECTOR_INGEST__PORT", str(_free_port()))
     install(home, "claude-code")
     environ = {**os.environ, "AGENT_COLLECTOR_WATCHDOG__ENABLED": "false"}
-    daemon = subprocess.Popen([sys.executable, "-m", "collector", "run", "--home", str(home)], env=environ,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=Path(__file__).parents[1])
+    with (home.parent / "daemon.log").open("wb") as log:  # a file: an unread pipe could fill and stall it
+        daemon = subprocess.Popen([sys.executable, "-m", "collector", "run", "--home", str(home)], env=environ,
+                                  stdout=subprocess.DEVNULL, stderr=log, cwd=Path(__file__).parents[1])
     try:
         status = home / ".local" / "share" / "agent-collector" / "state" / "status.json"
         deadline = time.time() + 30

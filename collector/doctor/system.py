@@ -47,18 +47,16 @@ def check_daemon(paths: Paths, pid: int | None, status: dict[str, Any]) -> Findi
 
 
 def ingest_port(paths: Paths, config: Any) -> int:
-    port_file = paths.state_dir / "ingest.port"
-    try:
-        return int(port_file.read_text().strip())
-    except (OSError, ValueError):
-        return int(config.ingest.port) if config is not None else 4319
+    """The port in effect: the one the daemon recorded, else the configured one (0: chosen per user)."""
+    from collector.ingest.secret import ingest_port as port_in_effect
+
+    return port_in_effect(paths, int(config.ingest.port) if config is not None else 0)
 
 
 def ingest_token(paths: Paths) -> str | None:
-    try:
-        return (paths.state_dir / "ingest.token").read_text().strip() or None
-    except OSError:
-        return None
+    from collector.ingest.secret import read_token
+
+    return read_token(paths)
 
 
 def check_ingest(paths: Paths, config: Any, pid: int | None,
