@@ -93,6 +93,7 @@ class Watchdog:
         try:
             self.check_all()
             self._write_status()  # `status` shows the watchdog (and what it watches) from the start
+            recheck = False
             while not self._stop.is_set():
                 dirs = self._watch_dirs()
                 if not dirs:
@@ -100,7 +101,7 @@ class Watchdog:
                     self.check_all()
                     continue
                 try:
-                    await self._watch(watchfiles, dirs)
+                    recheck = await self._watch(watchfiles, dirs, recheck)
                 except (OSError, RuntimeError) as exc:
                     log.warning("watchdog: file events unavailable (%s); checking every %.0fs", exc,
                                 self.rescan_s)
@@ -109,12 +110,17 @@ class Watchdog:
         finally:
             self._write_status()
 
-    async def _watch(self, watchfiles: Any, dirs: list[str]) -> None:
+    async def _watch(self, watchfiles: Any, dirs: list[str], recheck: bool = False) -> bool:
+        """Watch ``dirs`` until their set changes; True when a watched folder itself went away.
+        ``recheck``: look at every file once the watches are up, for changes made while there were none."""
         next_rescan = time.monotonic() + self.rescan_s
         async for changes in watchfiles.awatch(
             *dirs, watch_filter=None, debounce=200, step=50, stop_event=self._stop, rust_timeout=250,
             yield_on_timeout=True, recursive=False,
         ):
+            if recheck:  # the first yield comes after the watches were set up
+                recheck = False
+                self.check_all()
             targets = self._targets()
             for _, raw in changes:
                 file = targets.get(Path(raw).resolve())
@@ -123,7 +129,7 @@ class Watchdog:
                     watch.last_change_unix = self.clock()
                     self.check(file)
             if any(raw in dirs for _, raw in changes):
-                return  # a watched folder itself went (and the repair made it anew): watch the new one
+                return True  # a watched folder itself went (and the repair made it anew): watch the new one
             for file, due in list(self._due.items()):
                 if self.clock() >= due:
                     del self._due[file]
@@ -132,7 +138,8 @@ class Watchdog:
                 self.check_all()
                 next_rescan = time.monotonic() + self.rescan_s
                 if self._watch_dirs() != dirs:
-                    return  # files were installed or removed: watch the new set of folders
+                    return False  # files were installed or removed: watch the new set of folders
+        return False
 
     async def _idle(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
