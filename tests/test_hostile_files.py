@@ -211,3 +211,35 @@ def test_posts_naming_a_fifo_or_a_system_folder_leave_the_daemon_answering(tmp_p
         assert daemon.stop() == 0  # SIGTERM honoured: nothing is blocked on the FIFO
     assert_no_duplicates(entries)
     assert [e["event.name"] for e in entries if e["event.name"] not in ("session.status",)].count("user.prompt") == 1
+
+
+def test_a_corrupt_sqlite_page_costs_only_the_rows_it_holds(tmp_path: Path) -> None:
+    import asyncio
+    import sqlite3
+
+    from collector.sources.sqlite_rows import SqliteRows, TableSpec
+
+    db = tmp_path / "agent.db"
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA page_size=4096")
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, wm INTEGER, body TEXT)")
+    conn.executemany("INSERT INTO t VALUES (?, ?, ?)", [(i, 1000 + i, "x" * 300) for i in range(1, 1201)])
+    conn.execute("CREATE INDEX t_wm ON t(wm)")  # after the rows: its pages come after the table's
+    conn.commit()
+    conn.close()
+    data = bytearray(db.read_bytes())
+    page = 40  # a leaf page of the table in the middle of the file (pages count from 1)
+    data[(page - 1) * 4096 : page * 4096] = b"\x0d" + b"\xff" * 4095
+    db.write_bytes(bytes(data))
+
+    source = SqliteRows("a:db", "a", str(db), [TableSpec("t", "wm", "id")], {}, batch_rows=100)
+
+    async def run() -> list[Any]:
+        return [item async for item in source.read()]
+
+    items = asyncio.run(run())
+    ids = [r.data["row"]["id"] for r, _ in items if r is not None]
+    lost = source.stats.extra.get("corrupt_rows", 0)
+    assert 0 < lost < 30, "only the rows of the one damaged page are lost"
+    assert len(ids) + lost == 1200 and ids == sorted(ids)
+    assert items[-1][1].value["wm"] == 2200, "the position moved past the damage to the end"

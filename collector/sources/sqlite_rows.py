@@ -13,6 +13,11 @@ watermark and is read again; the parser gives each row's entries ids from the ro
 re-read row never duplicates an entry. The position also holds the database file's inode: a database
 that was deleted and created anew is read from the start.
 
+A corrupt page (SQLITE_CORRUPT) costs only the rows it holds: the batch is read again row by row, the
+next position from the watermark index, each row by its key; a row that cannot be read is skipped and
+counted (``stats.extra['corrupt_rows']``). The database file and its ``-wal``/``-shm`` must be regular
+files (a FIFO would block the open forever); anything else is refused and counted (``refused_files``).
+
 Yields ``RawRecord(kind="sqlite", data={"table": name, "row": {column: value}})``.
 """
 
@@ -42,6 +47,7 @@ BATCH_ROWS = 500
 STUCK_GRACE_S = 5.0  # beyond the busy timeout, a query is considered stuck
 BUSY_TIMEOUT_S = 0.2  # short: we retry next cycle rather than wait on the agent
 WM, KEY = "__agent_collector_wm", "__agent_collector_key"  # aliases of the position columns
+CORRUPT = "__agent_collector_corrupt"  # a salvaged row that could not be read
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,16 +164,55 @@ class SqliteRows:
                 self.stats.extra["busy"] += 1
                 log.info("%s: busy, %s will be read next cycle", self.path, spec.table)
                 return
-            except sqlite3.Error as exc:
-                self._error(f"{self.path}:{spec.table}: {exc}")
-                return
+            except sqlite3.DatabaseError as exc:
+                if not _is_corrupt(exc):
+                    self._error(f"{self.path}:{spec.table}: {exc}")
+                    return
+                try:  # a corrupt page costs only the rows it holds
+                    rows = await asyncio.to_thread(self._salvage, conn, spec, state)
+                except sqlite3.Error as again:
+                    self._error(f"{self.path}:{spec.table}: {again} (no way past the damage)")
+                    return
             observed = time.time_ns()
             for row in rows:
                 state.wm, state.key = row.pop(WM), row.pop(KEY)
                 position = Position(self.stream(spec.table), state.as_value())
+                if row.pop(CORRUPT, False):
+                    yield None, position
+                    continue
                 yield self._record(spec, state, row, observed), position
             if len(rows) < self.batch_rows:
                 return
+
+    def _salvage(self, conn: sqlite3.Connection, spec: TableSpec, state: TableState) -> list[dict[str, Any]]:
+        """Row by row past a corrupt page: the next position comes from the watermark index (which does not
+        touch the table's pages), the row by its key; a row that cannot be read is marked CORRUPT, counted
+        and skipped. Raises if even the positions cannot be read (no usable index)."""
+        wm, key = _quote(spec.watermark), "rowid" if spec.key == "rowid" else _quote(spec.key)
+        table, cols = _quote(spec.table), ", ".join(_quote(c) for c in spec.columns) if spec.columns else "*"
+        out: list[dict[str, Any]] = []
+        at_wm, at_key = state.wm, state.key
+        while len(out) < self.batch_rows:
+            if at_wm is None:
+                nxt = conn.execute(f"SELECT {wm}, {key} FROM {table} WHERE {wm} IS NOT NULL "
+                                   f"ORDER BY {wm}, {key} LIMIT 1").fetchone()
+            else:
+                nxt = conn.execute(f"SELECT {wm}, {key} FROM {table} WHERE {wm} > ? OR ({wm} = ? AND {key} > ?) "
+                                   f"ORDER BY {wm}, {key} LIMIT 1", (at_wm, at_wm, at_key)).fetchone()
+            if nxt is None:
+                break
+            at_wm, at_key = nxt[0], nxt[1]
+            try:
+                row = conn.execute(f"SELECT {wm} AS {WM}, {key} AS {KEY}, {cols} FROM {table} WHERE {key} = ?",
+                                   (at_key,)).fetchone()
+                out.append(dict(row) if row is not None else {WM: at_wm, KEY: at_key, CORRUPT: True})
+            except sqlite3.DatabaseError as exc:
+                if not _is_corrupt(exc):
+                    raise
+                self.stats.extra["corrupt_rows"] = self.stats.extra.get("corrupt_rows", 0) + 1
+                log.warning("%s:%s: row %r is on a corrupt page; skipped", self.path, spec.table, at_key)
+                out.append({WM: at_wm, KEY: at_key, CORRUPT: True})
+        return out
 
     def _fetch(self, conn: sqlite3.Connection, spec: TableSpec, state: TableState) -> list[dict[str, Any]]:
         cols = ", ".join(_quote(c) for c in spec.columns) if spec.columns else "*"
@@ -204,6 +249,13 @@ class SqliteRows:
 
 def _quote(identifier: str) -> str:
     return '"' + identifier.replace('"', '""') + '"'
+
+
+def _is_corrupt(exc: sqlite3.DatabaseError) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+    return "malformed" in str(exc).lower()
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
