@@ -156,7 +156,8 @@ def _env_for(paths: Paths) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("command", [["run"], ["install", "--agent", "codex"], ["status"],
-                                     ["collect", "--once"], ["config", "check"]])
+                                     ["collect", "--once"], ["config", "check"], ["service", "start"],
+                                     ["service", "restart"]])
 @pytest.mark.parametrize("problem", ["config", "override"])
 def test_commands_refuse_a_bad_config_with_exit_2(tmp_path: Path, command: list[str], problem: str,
                                                   monkeypatch: pytest.MonkeyPatch,

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 
 from collector.cli.common import add_home, fail, paths_from
+from collector.config import ConfigError, load_for
 from collector.deploy.service_ctl import ACTIONS, NoService, control_for, run_action
+from collector.plugins import check_definition
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -24,8 +26,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def cmd_service(args: argparse.Namespace) -> int:
     if args.follow and args.action != "logs":
         return fail("-f goes with `service logs`")
+    paths = paths_from(args)
+    if args.action in ("start", "restart"):
+        try:
+            load_for(paths, check=check_definition)  # a daemon that would exit at once is not started
+        except ConfigError as exc:
+            return fail(f"not started: {exc}")
     try:
-        ctl = control_for(paths_from(args))
+        ctl = control_for(paths)
     except NoService as exc:
         return fail(str(exc), code=1)
     return run_action(ctl, args.action, follow=args.follow)
