@@ -22,10 +22,13 @@ def fixture_cases() -> list[Path]:
 def session_entries() -> list[dict[str, Any]]:
     """Every entry of every fixture case, content kept, secrets not masked (the masker's input)."""
     sys.path.insert(0, str(ROOT))
+    import logging
+
     from collector.config import load_config
     from collector.paths import Paths
     from collector.service import Service
 
+    logging.getLogger("collector").setLevel(logging.ERROR)  # the fixtures' own warnings are not the figure
     entries: list[dict[str, Any]] = []
     env = {"AGENT_COLLECTOR_CONTENT__CAPTURE": "true", "AGENT_COLLECTOR_MASKING__ENABLED": "false"}
     for case in fixture_cases():

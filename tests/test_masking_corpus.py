@@ -19,7 +19,7 @@ from collector.config import load_config
 from collector.pipeline.masking import Masker, default_masker, load_rules
 
 CORPUS = FIXTURES / "secrets"
-CONTEXTS = {"prompt", "tool_args", "tool_output", "file", "key"}
+CONTEXTS = {"prompt", "tool_args", "tool_output", "file", "key", "json_output"}
 # Every type the issue found leaking or missing, by the corpus's type names.
 REQUIRED_TYPES = {
     "aws_secret_key_free_text", "aws_credentials_csv", "pgp_private_key_block", "azure_sas_signature",

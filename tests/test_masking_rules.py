@@ -201,3 +201,25 @@ def test_the_default_config_file_and_its_rule_example_work() -> None:
     rules = tomllib.loads(example)["masking"]["rules"]
     masker = Masker(RuleSet(parse_rules(rules, "example")))
     assert masker.mask_text("x acme_" + "A1b2" * 8 + " y") == "x [REDACTED:acme_token] y"
+
+
+def test_hash_mode_through_the_collector_uses_the_install_key(tmp_path: Path) -> None:
+    """content.digest = none and masking in hash mode: the key is still made (0600) and the same secret
+    gets the same keyed digest in every entry."""
+    _spool_one(tmp_path)
+    spool = tmp_path / "data" / "spool" / "claude-code" / "claude-code-2026-11-30.jsonl"
+    line = json.loads(spool.read_text())
+    line["payload"]["prompt"] = f"first {TOKEN}"
+    second = json.loads(json.dumps(line))
+    second["payload"].update(prompt=f"again {TOKEN}", prompt_id="p2")
+    second["ts"] += 1
+    spool.write_text(json.dumps(line) + "\n" + json.dumps(second) + "\n")
+    env = {"AGENT_COLLECTOR_CONTENT__CAPTURE": "true", "AGENT_COLLECTOR_CONTENT__DIGEST": "none",
+           "AGENT_COLLECTOR_MASKING__CONTENT_MODE": "hash"}
+    paths = make_paths(tmp_path)
+    entries = collect(paths, config=load_config(tmp_path / "none.toml", env=env))
+    prompts = [json.dumps(e["gen_ai.input.messages"]) for e in entries if e["event.name"] == "user.prompt"]
+    assert len(prompts) == 2 and all(TOKEN not in p for p in prompts)
+    marks = {p.split("[HMAC:github_token:")[1][:16] for p in prompts}
+    assert len(marks) == 1
+    assert oct((paths.state_dir / "content.key").stat().st_mode & 0o777) == "0o600"

@@ -15,7 +15,7 @@ Check = Callable[[re.Match[str], str], bool]
 _PLACEHOLDER = re.compile(
     r"""(?ix)^(?:
       <[^<>]*> | \{\{.*\}\}? | \$\{\{.* | \{[A-Za-z_][\w.]*\} | \$[{(]?[A-Za-z_][\w.]*[})]? | \$\(.*
-      | %\(?\w*\)?[sd] | %[A-Za-z_]+% | <%.*%> | @[A-Za-z_]\w*@
+      | %\(?\w*\)?[sd] | %[A-Za-z_]+% | <%.*%> | @[A-Za-z_]\w*@ | ![A-Za-z_][\w!]*
       | [*x.•·_#?-]{3,} | \[(?:REDACTED|HMAC)[^\]]*\]? | REDACTED
       | (?:your|my|the|some|insert|enter|replace|put|add)[\s_-].*
       | .*(?:[_-]here|[_-]goes[_-]here|[_-]placeholder)
