@@ -94,6 +94,18 @@ class WatchdogSection:
 
 
 @dataclass(slots=True)
+class ExternalAgentsSection:
+    """Entire external agent plugins as sources (collector.external, docs/external-agents.md)."""
+
+    enabled: bool = False
+    repos: list[str] = field(default_factory=list)
+    plugins: list[str] = field(default_factory=list)  # names to use; empty: all that discovery accepts
+    interval_s: float = 60.0
+    timeout_s: float = 30.0
+    max_output_bytes: int = 10 * 1024 * 1024
+
+
+@dataclass(slots=True)
 class StoreSection:
     """The usage store ``report`` and the dashboard read (docs/reports.md)."""
 
@@ -124,6 +136,7 @@ class Config:
     retention: RetentionSection
     agents: dict[str, AgentSection] = field(default_factory=dict)
     otlp: dict[str, Any] = field(default_factory=dict)  # checked here, interpreted by exporters/otlp_config
+    external_agents: ExternalAgentsSection = field(default_factory=ExternalAgentsSection)
 
     def agent(self, agent_id: str) -> AgentSection:
         return self.agents.get(agent_id) or AgentSection()
@@ -136,6 +149,7 @@ SECTIONS: dict[str, type] = {
     "collector": CollectorSection, "content": ContentSection, "masking": MaskingSection,
     "jsonl": JsonlSection, "store": StoreSection, "ingest": IngestSection, "watchdog": WatchdogSection,
     "retention": RetentionSection,
+    "external_agents": ExternalAgentsSection,
 }
 
 

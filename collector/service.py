@@ -39,6 +39,7 @@ from collector.delivery import Delivery
 from collector.deploy.choices import disabled_agents
 from collector.exporters.base import Exporter, shutdown_all
 from collector.exporters.registry import ExporterContext, build_exporters
+from collector.external.agents import ExternalAgents, load_external
 from collector.handoff import RequestDesk
 from collector.model import RawRecord
 from collector.parts import DaemonPart
@@ -121,6 +122,7 @@ class Service:
         self.spool_writer = SpoolWriter(paths.spool_dir)
         self.status: SessionStatusTracker | None = None  # built at startup from the definitions' status rules
         self.requests = RequestDesk(paths.state_dir)  # collect --once runs handed to the daemon
+        self.external = ExternalAgents(self.config.external_agents)  # entire-agent-* plugins, when enabled
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -138,6 +140,8 @@ class Service:
             k: d for k, d in loaded.agents.items()
             if agent_setting(self.config, k, "enabled", d.enabled) and k not in disabled
         }
+        self.external = load_external(self.config.external_agents, self.paths, loaded.agents)
+        self.definitions.update(self.external.definitions())
         self._build_pipeline()
         self._build_sources()
         self._build_exporters()
@@ -228,6 +232,7 @@ class Service:
         assert self._store is not None
         ctx = BuildContext(self.paths, self._store.positions(), self.config.collector.max_line_bytes)
         self.sources = [s for d in self.definitions.values() for s in build_sources(d, ctx)]
+        self.sources += self.external.sources(ctx.positions)
 
     def _build_exporters(self) -> None:
         assert self._store is not None
@@ -530,6 +535,7 @@ class Service:
             "state_rebuilt": self._rebuilt,
             "exporters": {e.name: e.stats() for e in self.exporters},
             "delivery": {} if self.delivery is None else self.delivery.status(),
+            "external_agents": self.external.status(),
         }
 
     def _write_status(self) -> None:
