@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from collector.cli.common import add_home, add_json, paths_from, print_json, print_table
+from collector.cli.health import print_external, print_polled
 from collector.definitions import AgentDefinition, LoadResult, detect
 from collector.deploy import integration_state
 from collector.paths import Paths
@@ -52,7 +53,17 @@ def cmd_list(args: argparse.Namespace) -> int:
         for d in result.agents.values()
     ]
     print_table(("ID", "NAME", "INTEGRATION", "SOURCES", "ENABLED"), rows)
+    _health(paths)
     return 1 if result.problems else 0
+
+
+def _health(paths: Paths) -> None:
+    """Polled programs and external plugins as the daemon (or the last collect) last saw them."""
+    from collector.cli.status_cmd import read_status
+
+    status = read_status(paths)
+    print_polled(status.get("sources") or {})
+    print_external(status.get("external_agents"))
 
 
 def cmd_detect(args: argparse.Namespace) -> int:

@@ -31,6 +31,19 @@ def print_polled(sources: dict[str, dict[str, Any]]) -> None:
             print(f"{name}: {problem}")
 
 
+def print_external(external: dict[str, Any] | None) -> None:
+    """The external agent plugins of the last discovery, and every one it skipped with its reason."""
+    if not external or not external.get("enabled"):
+        return
+    print()
+    plugins = external.get("plugins") or {}
+    print(f"external agents: {len(plugins)} plugins over {len(external.get('repos') or [])} repositories")
+    for name, plugin in sorted(plugins.items()):
+        print(f"  {name}: {plugin.get('path')} ({', '.join(plugin.get('capabilities') or []) or 'no capabilities'})")
+    for reason in external.get("skipped") or []:
+        print(f"  skipped: {reason}")
+
+
 def _breaker(s: dict[str, Any]) -> str:
     if s.get("breaker") == "open":
         return f"open ({s.get('consecutive_failures')} failures, next in {s.get('next_run_in_s')}s)"

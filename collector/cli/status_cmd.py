@@ -11,7 +11,7 @@ from typing import Any
 import orjson  # noqa: F401 - read_status
 
 from collector.cli.common import add_home, add_json, fail, paths_from, print_json, print_table
-from collector.cli.health import print_polled
+from collector.cli.health import print_external, print_polled
 from collector.config import ConfigError, load_for
 from collector.paths import Paths
 from collector.plugins import check_definition, load_agents
@@ -134,6 +134,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             if odd:
                 print(f"{n}: {', '.join(odd)}")
         print_polled(sources)
+    print_external(status.get("external_agents"))
     exporters = status.get("exporters", {})
     if exporters:
         print()
