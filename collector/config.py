@@ -414,6 +414,10 @@ port = 0                     # 0: chosen per user at install, kept in <state dir
 # [agents.claude-code]
 # content_capture = true     # per-agent override
 
+# [external_agents]          # Entire entire-agent-* plugins on PATH as sources (docs/external-agents.md)
+# enabled = true
+# repos = ["~/src/my-project"]
+
 # [otlp]
 # enabled = true
 # [[otlp.backends]]
