@@ -47,6 +47,7 @@ class CollectorSection:
     batch_size: int
     max_line_bytes: int
     seen_retention_days: int
+    sessions_in_memory: int
 
 
 @dataclass(slots=True)

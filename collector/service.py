@@ -63,14 +63,16 @@ from collector.sources.factory import BuildContext, build_sources
 from collector.sources.jsonl_files import JsonlFiles
 from collector.sources.spool_writer import SpoolWriter
 from collector.state import retention
-from collector.state.checkpoints import CHECKPOINTS_FILE, CheckpointStore, Commit
+from collector.state.checkpoints import CHECKPOINTS_FILE, CheckpointStore, Commit, SessionRow
 from collector.state.rebuild import REBUILT_KEY, open_checkpoints
 from collector.util import private
 from collector.util.atomic import atomic_write
 from collector.util.private import open_private, private_dir
 
 log = logging.getLogger("collector")
-SESSIONS_KEY = "status.sessions"  # the open sessions of the status tracker, kept with the checkpoints
+SESSIONS_KEY = "status.sessions"  # where an older version kept the status tracker's open sessions
+CORRELATOR_SCOPE = "correlator"  # per-session state in the checkpoint store (collector.pipeline.session_cache)
+STATUS_SCOPE = "status"
 
 T = TypeVar("T")
 Progress = Callable[[str, int], None]  # (source name, records so far)
@@ -199,7 +201,10 @@ class Service:
                                              path_fields)
         col = self.config.collector
         resource = {"user.id": col.user_id or _login(), "host.name": col.host_name or socket.gethostname()}
-        correlator = Correlator(self._store.get("correlator", {}))
+        store = self._store
+        cap = col.sessions_in_memory
+        correlator = Correlator(store.get("correlator", {}), load=lambda key: store.session(CORRELATOR_SCOPE, key),
+                                max_sessions=cap)
         counted = self._store.get("events_today", {})
         if counted.get("day") == self._today:  # today's counts survive a restart
             self.events_today = dict(counted.get("counts", {}))
@@ -209,12 +214,19 @@ class Service:
         except ContentKeyError as exc:
             raise ConfigError(str(exc)) from exc
         self.status = SessionStatusTracker({k: d.status_rules for k, d in self.definitions.items()},
-                                                         digest=content.digest_value)
-        self.status.restore(self._store.get(SESSIONS_KEY, []))  # open sessions wait out their idle timeout
+                                           max_sessions=cap, digest=content.digest_value,
+                                           load=lambda key: store.session(STATUS_SCOPE, key),
+                                           due=lambda now: store.sessions_due(STATUS_SCOPE, now),
+                                           idle_ns=self._idle_timeout_ns)
+        # open sessions wait out their idle timeout; the live view starts with the most recent of them
+        self.status.restore([v for _, v in store.recent_sessions(STATUS_SCOPE, cap, open_only=True)])
+        self.status.restore(store.get(SESSIONS_KEY, []))  # as an older version saved them
         self._pipeline = Pipeline(agents, resource, self._store.seen, correlator,
                                   self.config.masking.enabled, self.status, content,
                                   Quarantine(quarantine_dir(self.paths)), TurnMarker(self._store.get("turns")),
                                   masker=self._masker(content))
+        if store.get("correlator") or store.get(SESSIONS_KEY):  # an older version's all-in-one values
+            store.commit(Commit(sessions=self._session_rows(), kv={"correlator": {}, SESSIONS_KEY: []}))
 
     def _masker(self, content: ContentPolicy) -> Masker:
         """The shipped rules and the config's, with the modes per field class (hash: keyed like content)."""
@@ -283,6 +295,7 @@ class Service:
         self._pruned_at = time.monotonic()
         try:
             gone = self._store.prune_seen(self.config.collector.seen_retention_days * 86400.0)
+            self._store.prune_sessions(self.config.collector.seen_retention_days * 86400.0)
         except sqlite3.Error as exc:  # a full disk: next time
             log.warning("cannot prune the dedupe ids: %s", exc)
             return
@@ -310,10 +323,17 @@ class Service:
             self._count(entries, result)
         if entries:
             result.entries += len(entries)
-            self._deliver(entries, Commit(seen_ids=[e["event.id"] for e in entries], kv=self._sessions_kv()), result)
+            self._deliver(entries, Commit(seen_ids=[e["event.id"] for e in entries], sessions=self._session_rows()),
+                          result)
 
-    def _sessions_kv(self) -> dict[str, Any]:
-        return {} if self.status is None else {SESSIONS_KEY: self.status.open_sessions()}
+    def _session_rows(self) -> list[SessionRow]:
+        """The per-session state changed since the last commit (correlator and status tracker)."""
+        rows = []
+        if self._pipeline is not None:
+            rows = [SessionRow(CORRELATOR_SCOPE, k, v, last) for k, v, last in self._pipeline.correlator.changes()]
+        if self.status is not None:
+            rows += [SessionRow(STATUS_SCOPE, k, v, last, due) for k, v, last, due in self.status.changes()]
+        return rows
 
     def _idle_timeout_ns(self, agent: str) -> int | None:
         """agents.<id>.idle_timeout_s in the config, else the definition's; none: the agent says goodbye."""
@@ -352,8 +372,8 @@ class Service:
             commit = Commit(
                 positions={p.stream: p.value for p in positions.values()},
                 seen_ids=[e["event.id"] for e in output.entries],
-                kv={"correlator": self._pipeline.correlator.state(), "turns": self._pipeline.turns.state(),
-                    **self._sessions_kv()},
+                kv={"turns": self._pipeline.turns.state()},
+                sessions=self._session_rows(),
             )
             self._count(output.entries, result)
             commit.kv["events_today"] = {"day": self._today, "counts": dict(self.events_today),

@@ -2,14 +2,19 @@
 
 Sources deliver in whatever order they are read (all hooks, then all transcripts, in a backfill), so
 turns are assigned by time, not by arrival: an entry belongs to the latest prompt of its session at or
-before its own time. The state is small, bounded, and saved with the checkpoints.
+before its own time. The state of each session is small and bounded; the most recently used sessions are
+kept in memory (:class:`~collector.pipeline.session_cache.SessionCache`), every other one in the checkpoint
+store (:meth:`Correlator.changes` hands out what to save with the next commit; ``load`` reads it back).
 """
 
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from collector.pipeline.session_cache import SessionCache
 
 MAX_TURNS = 500
 MAX_CALLS = 2000
@@ -29,13 +34,25 @@ class _Session:
 
 
 class Correlator:
-    def __init__(self, state: dict[str, Any] | None = None) -> None:
-        self._sessions: dict[str, _Session] = {}
+    """``state``: sessions saved by an older version (all in one value), taken back; ``load``: one saved
+    session by key (the checkpoint store's), None when there is none."""
+
+    def __init__(self, state: dict[str, Any] | None = None, load: Callable[[str], Any] | None = None,
+                 max_sessions: int = MAX_SESSIONS) -> None:
+        self._sessions: SessionCache[_Session] = SessionCache(max_sessions, None if load is None else
+                                                              lambda key: _decode(load(key)))
         for key, raw in (state or {}).items():
-            self._sessions[key] = _Session(**{k: raw[k] for k in _FIELDS if k in raw})
+            session = _decode(raw)
+            if session is not None:
+                self._sessions.put(key, session)
 
     def state(self) -> dict[str, Any]:
-        return {key: {k: getattr(s, k) for k in _FIELDS} for key, s in self._sessions.items()}
+        """The sessions in memory, as JSON."""
+        return {key: _encode(s) for key, s in self._sessions.items()}
+
+    def changes(self) -> list[tuple[str, dict[str, Any], int]]:
+        """(key, state, last activity) of every session changed since the last call, to be saved."""
+        return [(key, _encode(s), s.last_ns) for key, s in self._sessions.drain()]
 
     def apply(self, entry: dict[str, Any]) -> None:
         session_id = entry.get("gen_ai.session.id")
@@ -44,8 +61,8 @@ class Correlator:
         key = f"{entry['gen_ai.agent.type']}\x1f{session_id}"
         session = self._sessions.get(key)
         if session is None:
-            session = self._sessions[key] = _Session()
-            self._evict()
+            session = _Session()
+            self._sessions.put(key, session)
         time_ns = entry["time_unix_nano"]
         session.last_ns = max(session.last_ns, time_ns)
         name = entry["event.name"]
@@ -117,13 +134,22 @@ class Correlator:
         if parent and not entry.get("gen_ai.subagent.parent_tool_call.id"):
             entry["gen_ai.subagent.parent_tool_call.id"] = parent
 
-    def _evict(self) -> None:
-        if len(self._sessions) > MAX_SESSIONS:
-            oldest = min(self._sessions, key=lambda k: self._sessions[k].last_ns)
-            del self._sessions[oldest]
 
 
 _FIELDS = ("turn_times", "turn_ids", "tools", "requests", "last_ns", "subagents", "launching")
+
+
+def _encode(session: _Session) -> dict[str, Any]:
+    return {k: getattr(session, k) for k in _FIELDS}
+
+
+def _decode(raw: Any) -> _Session | None:
+    if not isinstance(raw, dict):
+        return None
+    try:
+        return _Session(**{k: raw[k] for k in _FIELDS if k in raw})
+    except TypeError:
+        return None
 
 
 def _trim(mapping: dict[str, Any], limit: int) -> None:

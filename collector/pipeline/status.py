@@ -29,6 +29,7 @@ from typing import Any
 from collector.model.entry import AgentActivityEntry, event_id, hook_call_key
 from collector.model.raw import RawRecord
 from collector.pipeline.content_policy import ContentPolicy
+from collector.pipeline.session_cache import SessionCache
 from collector.pipeline.status_rules import (
     ACTIVITY,
     ASK,
@@ -77,6 +78,7 @@ CONTEXT_FIELDS = ("user.id", "host.name", "workspace.path", "gen_ai.turn.id", "s
 
 _MAX_RECENT_TOOLS = 64  # PreToolUse calls remembered per session to pair permission requests
 _MAX_COUNTED_IDS = 4096  # tool call / event ids remembered per session so replays do not count twice
+NEVER = 2**62  # the due time of an open session whose agent has no idle timeout
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,12 +203,19 @@ class SessionStatusTracker:
     """Feed it events in order; it returns the ``session.status`` entries to emit."""
 
     def __init__(self, rules: Mapping[str, AgentStatusRules] | None = None, max_sessions: int = 2000,
-                 day_of: Callable[[int], str] = _day, digest: Callable[[Any], str | None] | None = None) -> None:
+                 day_of: Callable[[int], str] = _day, digest: Callable[[Any], str | None] | None = None,
+                 load: Callable[[str], Any] | None = None,
+                 due: Callable[[int], list[tuple[str, Any]]] | None = None,
+                 idle_ns: Callable[[str], int | None] | None = None) -> None:
+        """``load``: one saved session by key; ``due``: the saved sessions due at a time (both the checkpoint
+        store's); ``idle_ns``: each agent's idle timeout, for the due time saved with a session."""
         self._rules: Mapping[str, AgentStatusRules] = rules or {}
         # the keyed digest of the content policy, so a hook's raw tool input pairs with an entry's .hmac
         self._digest = digest if digest is not None else ContentPolicy.ephemeral().digest_value
-        self._sessions: OrderedDict[tuple[str, str], SessionState] = OrderedDict()
-        self._max_sessions = max_sessions
+        self._sessions: SessionCache[SessionState] = SessionCache(max_sessions, None if load is None else
+                                                                  lambda key: _decode(load(key)))
+        self._due = due
+        self._idle_ns = idle_ns
         self._day_of = day_of
         self._last_record: tuple[str, str] | None = None
 
@@ -376,28 +385,30 @@ class SessionStatusTracker:
     # -- state -------------------------------------------------------------------------------------
 
     def _state(self, agent: str, session_id: str) -> SessionState:
-        key = (agent, session_id)
+        key = _key(agent, session_id)
         state = self._sessions.get(key)
         if state is None:
-            state = self._sessions[key] = SessionState(agent, session_id)
-            self._evict()
-        else:
-            self._sessions.move_to_end(key)
+            state = SessionState(agent, session_id)
+            self._sessions.put(key, state)
         return state
 
-    def _evict(self) -> None:
-        """Keep at most ``max_sessions``, dropping the least recently active (closed ones first)."""
-        while len(self._sessions) > self._max_sessions:
-            closed = next((k for k, s in self._sessions.items() if s.status == CLOSED), None)
-            del self._sessions[closed if closed is not None else next(iter(self._sessions))]
-
-    def expire(self, now_ns: int, idle_ns: Callable[[str], int | None]) -> list[dict[str, Any]]:
+    def expire(self, now_ns: int, idle_ns: Callable[[str], int | None] | None = None) -> list[dict[str, Any]]:
         """Close the sessions that never say goodbye (agents whose non-interactive mode fires no session
         end): no event for their agent's idle timeout. Emits ``session.end`` (reason ``idle_timeout``) and the change to
         ``closed``, timed at the last event plus the timeout, with ids from that moment, so a replay or a
-        second daemon reaches the same entries."""
+        second daemon reaches the same entries. Sessions in memory and saved ones that are due both count."""
+        idle_ns = idle_ns or self._idle_ns
+        if idle_ns is None:
+            return []
+        self._idle_ns = idle_ns
+        states = dict(self._sessions.items())
+        for key, _raw in self._due(now_ns) if self._due is not None else []:
+            if key not in states:
+                state = self._sessions.get(key)  # loaded back (the memory may hold a newer one than the store)
+                if state is not None:
+                    states[key] = state
         out: list[dict[str, Any]] = []
-        for state in list(self._sessions.values()):
+        for state in states.values():
             limit = idle_ns(state.agent)
             last = max(state.last_event_ns, state.last_signal_ns)
             if limit is None or not last or state.base == CLOSED or now_ns - last < limit:
@@ -413,32 +424,46 @@ class SessionStatusTracker:
             state.base = CLOSED
             state.waits.clear()
             out.extend(self._emit(state, Signal(state.agent, state.session_id, "IdleTimeout", end.id, at, now_ns, {})))
+            self._sessions.put(_key(state.agent, state.session_id), state)  # to be saved closed
         return out
 
     def open_sessions(self) -> list[dict[str, Any]]:
-        """The sessions not closed yet, as JSON: kept with the checkpoints so the idle rule and the live
-        status survive a restart."""
-        return [_dump_state(s) for s in self._sessions.values() if s.base != CLOSED]
+        """The sessions in memory not closed yet, as JSON."""
+        return [_dump_state(s) for _, s in self._sessions.items() if s.base != CLOSED]
+
+    def changes(self) -> list[tuple[str, dict[str, Any], int, int | None]]:
+        """(key, state, last activity, due time) of every session changed since the last call, to be saved
+        with the checkpoints, so the idle rule and the live status survive a restart and an eviction."""
+        out = []
+        for key, state in self._sessions.drain():
+            last = max(state.last_event_ns, state.last_signal_ns)
+            out.append((key, _dump_state(state), last, self._due_at(state, last)))
+        return out
+
+    def _due_at(self, state: SessionState, last: int) -> int | None:
+        if state.base == CLOSED:
+            return None
+        limit = self._idle_ns(state.agent) if self._idle_ns is not None else None
+        return last + limit if limit and last else NEVER
 
     def restore(self, saved: Any) -> None:
-        """Take back what ``open_sessions`` saved; an unreadable item is skipped."""
+        """Take back saved sessions (a list of states, least recently active first; an unreadable item is
+        skipped); they are saved again with the next commit."""
         for raw in saved if isinstance(saved, list) else []:
-            try:
-                state = _load_state(raw)
-            except (KeyError, TypeError, ValueError):
-                continue
-            self._sessions[(state.agent, state.session_id)] = state
-        self._evict()
+            state = _decode(raw)
+            if state is not None:
+                self._sessions.put(_key(state.agent, state.session_id), state)
 
     def status_of(self, agent: str, session_id: str) -> str | None:
-        state = self._sessions.get((agent, session_id))
+        key = _key(agent, session_id)
+        state = self._sessions.get(key) if key in self._sessions else None
         return state.status if state else None
 
     def sessions(self, now_ns: int | None = None) -> list[dict[str, Any]]:
         """The live picture, most recently active first. Counters are today's (local time)."""
         today = self._day_of(now_ns if now_ns is not None else time.time_ns())
         out = []
-        for state in reversed(self._sessions.values()):
+        for _, state in reversed(list(self._sessions.items())):
             counters = state.counters if state.counters.day == today else Counters(day=today)
             out.append({
                 "agent": state.agent,
@@ -459,7 +484,7 @@ class SessionStatusTracker:
 
     def summary(self) -> dict[str, int]:
         counts = dict.fromkeys(STATUSES, 0)
-        for state in self._sessions.values():
+        for _, state in self._sessions.items():
             if state.status:
                 counts[state.status] += 1
         return counts
@@ -579,6 +604,17 @@ def _dump_state(state: SessionState) -> dict[str, Any]:
     c = state.counters
     out["counters"] = [c.day, c.input_tokens, c.output_tokens, c.tool_calls, c.errors]
     return out
+
+
+def _key(agent: str, session_id: str) -> str:
+    return f"{agent}\x1f{session_id}"
+
+
+def _decode(raw: Any) -> SessionState | None:
+    try:
+        return _load_state(raw)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
 
 
 def _load_state(raw: Mapping[str, Any]) -> SessionState:

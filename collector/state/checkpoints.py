@@ -30,7 +30,26 @@ CREATE TABLE IF NOT EXISTS positions (stream TEXT PRIMARY KEY, value BLOB NOT NU
 CREATE TABLE IF NOT EXISTS seen (event_id TEXT PRIMARY KEY, at REAL NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE INDEX IF NOT EXISTS seen_at ON seen(at);
+CREATE TABLE IF NOT EXISTS sessions (scope TEXT NOT NULL, key TEXT NOT NULL, value BLOB NOT NULL,
+    last INTEGER NOT NULL, due INTEGER, updated REAL NOT NULL, PRIMARY KEY (scope, key)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS sessions_due ON sessions(scope, due) WHERE due IS NOT NULL;
+CREATE INDEX IF NOT EXISTS sessions_updated ON sessions(updated);
 """
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRow:
+    """One session's state of one component (``scope``): the pipeline keeps the active sessions in memory
+    and every other one here, so a session that left memory comes back as it was.
+
+    ``last``: its last activity (ns), the order in which open sessions come back at start-up; ``due``: when
+    the idle rule closes it (ns), ``None`` when nothing is due (closed, or the component has no timer)."""
+
+    scope: str
+    key: str
+    value: Any
+    last: int = 0
+    due: int | None = None
 
 
 @dataclass(slots=True)
@@ -41,6 +60,7 @@ class Commit:
     seen_ids: list[str] = field(default_factory=list)
     kv: dict[str, Any] = field(default_factory=dict)
     forget: list[str] = field(default_factory=list)  # streams whose position is dropped
+    sessions: list[SessionRow] = field(default_factory=list)  # per-session state written (or replaced)
 
 
 class CheckpointStore:
@@ -108,6 +128,12 @@ class CheckpointStore:
                 "INSERT INTO kv(key, value) VALUES(?,?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
                 [(k, orjson.dumps(v)) for k, v in change.kv.items()],
             )
+            db.executemany(
+                "INSERT INTO sessions(scope, key, value, last, due, updated) VALUES(?,?,?,?,?,?) "
+                "ON CONFLICT(scope, key) DO UPDATE SET value=excluded.value, last=excluded.last, "
+                "due=excluded.due, updated=excluded.updated",
+                [(r.scope, r.key, orjson.dumps(r.value), r.last, r.due, now) for r in change.sessions],
+            )
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
@@ -118,6 +144,36 @@ class CheckpointStore:
         record read again after that long counts as new. Returns how many went."""
         with self._lock:
             cur = self._db.execute("DELETE FROM seen WHERE at < ?", (self.clock() - older_than_s,))
+            return cur.rowcount
+
+    def session(self, scope: str, key: str) -> Any:
+        """The saved state of one session, or None."""
+        with self._lock:
+            row = self._db.execute("SELECT value FROM sessions WHERE scope=? AND key=?", (scope, key)).fetchone()
+        return orjson.loads(row[0]) if row else None
+
+    def sessions_due(self, scope: str, until: int, limit: int = 1000) -> list[tuple[str, Any]]:
+        """Saved sessions whose ``due`` is at or before ``until`` (an indexed range, not a scan)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT key, value FROM sessions WHERE scope=? AND due IS NOT NULL AND due<=? ORDER BY due LIMIT ?",
+                (scope, until, limit),
+            ).fetchall()
+        return [(key, orjson.loads(value)) for key, value in rows]
+
+    def recent_sessions(self, scope: str, limit: int, open_only: bool = False) -> list[tuple[str, Any]]:
+        """The ``limit`` most recently active saved sessions, least recent first (to refill a cache)."""
+        where = " AND due IS NOT NULL" if open_only else ""
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT key, value FROM sessions WHERE scope=?{where} ORDER BY last DESC LIMIT ?", (scope, limit)
+            ).fetchall()
+        return [(key, orjson.loads(value)) for key, value in reversed(rows)]
+
+    def prune_sessions(self, older_than_s: float) -> int:
+        """Forget session state not written for ``older_than_s`` (as the dedupe ids expire)."""
+        with self._lock:
+            cur = self._db.execute("DELETE FROM sessions WHERE updated < ?", (self.clock() - older_than_s,))
             return cur.rowcount
 
     def seen_count(self) -> int:
