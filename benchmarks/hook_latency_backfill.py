@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Http hook latency while the daemon backfills: the answer waits only for its own line to be durable
+(group-committed spool write), never for a pipeline batch.
+
+A throwaway home gets ``--mb`` of Claude Code transcripts (real fixture records with fresh ids); the real
+daemon (`agent-collector run`) starts on it and, while it reads them, ``--n`` hooks are posted the way
+Claude Code posts them (a new connection each, with the user's secret), 20 ms apart. Prints the median
+and p99 answer time during the backfill, then the same with the daemon idle, and checks that every
+answered hook is in the spool.
+
+    .venv/bin/python benchmarks/hook_latency_backfill.py [--mb 200] [--n 500]
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _claude_corpus import generate  # noqa: E402
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def post(port: int, token: str, n: int) -> float:
+    body = json.dumps({"session_id": "bench-backfill", "hook_event_name": "PreToolUse", "tool_name": "Bash",
+                       "tool_use_id": f"toolu_bench_{n:06d}", "tool_input": {"command": "true"}}).encode()
+    started = time.perf_counter()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request("POST", "/v1/hooks/claude-code", body,
+                 {"Content-Type": "application/json", "X-Agent-Collector-Token": token})
+    response = conn.getresponse()
+    response.read()
+    conn.close()
+    assert response.status == 200, response.status
+    return (time.perf_counter() - started) * 1000
+
+
+def summary(name: str, ms: list[float]) -> str:
+    ms = sorted(ms)
+    p99 = ms[min(len(ms) - 1, int(len(ms) * 0.99))]
+    return f"| {name} | {len(ms)} | {statistics.median(ms):.2f} | {p99:.2f} | {max(ms):.2f} |"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mb", type=int, default=200)
+    ap.add_argument("--n", type=int, default=500)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp) / "home"
+        files, size = generate(home / ".claude" / "projects" / "-bench", args.mb * 1024 * 1024)
+        port = free_port()
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_COLLECTOR_", "OTEL_"))}
+        env.update(HOME=str(home), AGENT_COLLECTOR_HOME=str(home), AGENT_COLLECTOR_INGEST__PORT=str(port))
+        state = home / ".local" / "share" / "agent-collector" / "state"
+        daemon = subprocess.Popen([sys.executable, "-m", "collector", "run"], cwd=ROOT, env=env,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 60
+            while not (state / "ingest.token").exists() or not _listening(port):
+                assert time.monotonic() < deadline, "the daemon did not start"
+                time.sleep(0.05)
+            token = (state / "ingest.token").read_text().strip()
+            during: list[float] = []
+            written = [_output_bytes(home)]
+            for n in range(args.n):
+                during.append(post(port, token, n))
+                written.append(_output_bytes(home))
+                time.sleep(0.02)
+            busy = sum(1 for a, b in zip(written, written[1:], strict=False) if b > a)
+            _wait_until_quiet(home)
+            idle = [post(port, token, args.n + n) for n in range(min(args.n, 200))]
+        finally:
+            daemon.send_signal(signal.SIGTERM)
+            daemon.wait(60)
+        spool = home / ".local" / "share" / "agent-collector" / "spool" / "claude-code"
+        lines = sum(f.read_bytes().count(b"\n") for f in spool.glob("*.http.jsonl"))
+    print(f"backfill: {files} transcripts, {size / 1e6:.0f} MB; hooks posted 20 ms apart, a new connection each")
+    print(f"output grew during {busy} of the {len(during)} hook intervals (the backfill was running)")
+    print("| when | hooks | median ms | p99 ms | max ms |")
+    print("|---|---|---|---|---|")
+    print(summary("during the backfill", during))
+    print(summary("daemon idle", idle))
+    print(f"every answered hook is in the spool: {lines >= len(during) + len(idle)} ({lines} lines)")
+
+
+def _output_bytes(home: Path) -> int:
+    out = home / ".local" / "share" / "agent-collector" / "output"
+    return sum(p.stat().st_size for p in out.glob("activity-*.jsonl")) if out.is_dir() else 0
+
+
+def _wait_until_quiet(home: Path, quiet_s: float = 3.0, limit_s: float = 1800.0) -> None:
+    deadline = time.monotonic() + limit_s
+    last, since = _output_bytes(home), time.monotonic()
+    while time.monotonic() < deadline and time.monotonic() - since < quiet_s:
+        time.sleep(0.5)
+        now = _output_bytes(home)
+        if now != last:
+            last, since = now, time.monotonic()
+
+
+def _listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+if __name__ == "__main__":
+    main()
