@@ -243,3 +243,19 @@ def test_a_corrupt_sqlite_page_costs_only_the_rows_it_holds(tmp_path: Path) -> N
     assert 0 < lost < 30, "only the rows of the one damaged page are lost"
     assert len(ids) + lost == 1200 and ids == sorted(ids)
     assert items[-1][1].value["wm"] == 2200, "the position moved past the damage to the end"
+
+
+def test_an_idle_poll_opens_no_unchanged_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from collector.sources import jsonl_files
+
+    for n in range(5):
+        (tmp_path / f"{n}.jsonl").write_bytes(b'{"n": %d}\n' % n)
+    source = tailer(str(tmp_path / "*.jsonl"))
+    assert len(read_all(source)[0]) == 5
+    opened: list[str] = []
+    real_open = jsonl_files.open_regular
+    monkeypatch.setattr(jsonl_files, "open_regular", lambda p: opened.append(p) or real_open(p))
+    assert read_all(source)[0] == [] and opened == []
+    with (tmp_path / "3.jsonl").open("ab") as f:
+        f.write(b'{"n": 33}\n')
+    assert read_all(source)[0] == [{"n": 33}] and opened == [str(tmp_path / "3.jsonl")]

@@ -74,6 +74,7 @@ class JsonlFiles:
         self._refused: set[str] = set()  # paths that are not regular files, logged once
         self._unreadable: set[str] = set()  # folders a glob could not list
         self._inside_checked: set[str] = set()  # paths known to stay inside the globs
+        self._quiet: dict[str, tuple[tuple[int, int, int, int], int]] = {}  # path -> (stat, offset) at its end
         self.stats.extra["lag_bytes"] = 0
         prefix = self.stream_prefix
         self._positions = {k[len(prefix) :]: v for k, v in positions.items() if k.startswith(prefix)}
@@ -162,6 +163,15 @@ class JsonlFiles:
 
     def _read_path(self, path: str) -> Iterable[Item]:
         try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            self._error(f"{path}: {exc.strerror}")
+            return
+        if self._quiet.get(path) == (_stat_key(st), (self._positions.get(path) or {}).get("offset")):
+            return  # nothing changed since it was read to its end: no open, no read (idle cost)
+        try:
             fd = open_regular(path)
         except FileNotFoundError:
             return
@@ -227,7 +237,9 @@ class JsonlFiles:
             if cursor.offset == before:
                 break
         self._positions[path] = (last or self._position(path, ident, cursor)).value
-        self._lag[path] = max(0, os.fstat(fd).st_size - cursor.offset)
+        st = os.fstat(fd)
+        self._lag[path] = max(0, st.st_size - cursor.offset)
+        self._quiet[path] = (_stat_key(st), cursor.offset)
         self.stats.extra["lag_bytes"] = sum(self._lag.values())
 
     def _drain_rotated(self, path: str) -> Iterable[Item]:
@@ -305,6 +317,10 @@ class JsonlFiles:
         self.stats.errors += 1
         self.stats.last_error = message
         log.warning("%s", message)
+
+
+def _stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def _glob_match(path: str, pattern: str) -> bool:
