@@ -244,7 +244,7 @@ class Service:
         assert self._store is not None
         ctx = BuildContext(self.paths, self._store.positions(), self.config.collector.max_line_bytes)
         self.sources = [s for d in self.definitions.values() for s in build_sources(d, ctx)]
-        self.sources += self.external.sources(ctx.positions)
+        self.sources += self.external.sources(self.paths, ctx.positions, ctx.max_line)
 
     def _build_exporters(self) -> None:
         assert self._store is not None

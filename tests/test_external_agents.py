@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 from external_support import VENV_BIN, Collector, git_repo, path_dir
-from support import assert_no_duplicates, assert_schema_valid
+from support import ROOT, assert_no_duplicates, assert_schema_valid, read_output
 
 entire_adapter = pytest.importorskip("entire_adapter")
+HOOK = ROOT / "hooks" / "agent-collector-hook.sh"
 from entire_adapter.adapter import _EntireSessionBridge  # noqa: E402  (the package's own transcript writer)
 
 
@@ -95,3 +96,35 @@ def test_off_by_default_nothing_runs(tmp_path: Path, monkeypatch: pytest.MonkeyP
     collector.collect(monkeypatch)
     assert not marker.exists()
     assert collector.status()["external_agents"]["plugins"] == {}
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="the plugins find their session directory with git")
+def test_hook_payloads_through_the_plugins_parse_hook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The package's bridge sends its hook payloads to `entire hooks langgraph <hook>`; an `entire` here
+    hands them to our hook script (as an integration would), and the real plugin's parse-hook turns them
+    into Events: session start and end, the prompt (one entry with the polled one), the turn's end."""
+    repo = git_repo(tmp_path / "lg")
+    bins = path_dir(tmp_path, {"entire-agent-langgraph": VENV_BIN / "entire-agent-langgraph"})
+    collector = Collector(tmp_path / "c", [repo], [str(bins)], plugins=["langgraph"])
+    shim = tmp_path / "shim" / "entire"
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\nexec bash {HOOK} "$2" "$3" {collector.paths.spool_dir}\n')
+    shim.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim.parent}:/usr/bin:/bin")
+    lg = bridge(repo, "langgraph", "langgraph", "lg-hooks-1")
+    lg.start_turn("Summarise the open issues")
+    lg.tool_start(tool_name="read_file", tool_input={"path": "ISSUES.md"}, run_id="t1")
+    lg.tool_end(output="3 issues", run_id="t1")  # the package's checkpoint: a turn-end hook
+    lg.end_session()
+
+    entries = collector.collect(monkeypatch)
+    assert_schema_valid(entries)
+    assert_no_duplicates(entries)
+    assert names(entries) == ["session.end", "session.start", "user.prompt"]
+    end = next(e for e in entries if e["event.name"] == "session.end")
+    assert end["agent.hook_event_name"] == "SessionEnd" and end["gen_ai.request.model"] == "fake-model"
+    statuses = [e["session.status"] for e in read_output(collector.paths.output_dir)
+                if e["event.name"] == "session.status"]
+    assert "ready_for_review" in statuses and statuses[-1] == "closed"
+    hooks = collector.status()["sources"]["langgraph:hooks"]
+    assert hooks["parsed"] == 4 and hooks["errors"] == 0  # session-start, turn-start, turn-end, session-end

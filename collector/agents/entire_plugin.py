@@ -2,7 +2,8 @@
 session's transcript, as entries with ``gen_ai.agent.type`` = the plugin's name.
 
 - ``session.start`` the first time a session file is seen.
-- ``user.prompt`` per prompt of ``extract-prompts`` from the stored offset (its turn id is its own id).
+- ``user.prompt`` per prompt of ``extract-prompts`` from the stored offset (its turn id is its own id; its
+  id a digest of its text, shared with the same prompt from a TurnStart event).
 - ``calculate-tokens`` is a total over the new part, not one record per model call: one ``llm.response``
   carrying the totals, marked ``agent.<plugin>.usage_scope = "transcript_total"`` with
   ``agent.<plugin>.api_call_count``; ``subagent_tokens`` make a second one with ``gen_ai.agent.scope =
@@ -12,18 +13,29 @@ session's transcript, as entries with ``gen_ai.agent.type`` = the plugin's name.
 - The protocol gives no time for prompts or totals: they carry the transcript's modification time when it
   was read, in order.
 
-Ids come from the session, the plugin's opaque offset and the index, so a part read again after a crash
-makes the same ids."""
+Ids come from the session and the plugin's opaque offset (prompts: their text), so a part read again
+after a crash makes the same ids; a session's ``session.start`` has one id whichever input saw it first.
+
+Hook records (``collector.external.hooks``: a hook payload the plugin's ``parse-hook`` made an Event of):
+SessionStart -> ``session.start``, TurnStart -> ``user.prompt`` (its prompt; ``model`` as
+``gen_ai.request.model``), Compaction -> ``compaction``, SessionEnd -> ``session.end``, SubagentStart /
+SubagentEnd -> ``subagent.start`` / ``subagent.end`` (``subagent_type``, ``subagent_id``, ``tool_use_id``).
+TurnEnd makes no entry: the agent's status rules make it the turn's end (``ready_for_review``). The
+Event's free text besides the prompt (``task_description``, ``response_message``, ``tool_input``,
+``metadata``) is not kept. An Event's id is a digest of the Event itself; its time is the Event's
+``timestamp`` (RFC 3339), else when the hook was received."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from collector.agents.common import as_int, native_entry, text_message, usage_attributes
+from collector.agents.common import as_int, iso_to_ns, native_entry, payload_digest, text_message, usage_attributes
 from collector.model import AgentActivityEntry, RawRecord
 
 
 def parse(record: RawRecord) -> list[AgentActivityEntry]:
+    if record.kind == "hook":
+        return _event(record)
     if record.kind != "entire_session":
         return []
     data = record.data
@@ -36,8 +48,7 @@ def parse(record: RawRecord) -> list[AgentActivityEntry]:
         attrs = {"session.source": "startup", "workspace.path": data.get("repo")}
         entries.append(native_entry(record, "session.start", at, session, "start", attrs))
     for n, text in enumerate(p for p in data.get("prompts") or [] if isinstance(p, str)):
-        native = f"prompt:{offset}:{n}"
-        entry = native_entry(record, "user.prompt", at + n + 1, session, native,
+        entry = native_entry(record, "user.prompt", at + n + 1, session, _prompt_id(text),
                              {"gen_ai.input.messages": text_message("user", text)})
         entry.attributes["gen_ai.turn.id"] = entry.id
         entries.append(entry)
@@ -73,3 +84,43 @@ def _usage(record: RawRecord, tokens: dict[str, Any], session: str | None, at: i
         **usage_attributes(None if fresh is None else fresh + read + write, output, read, write, None),
     }
     return native_entry(record, "llm.response", at, session, native, attrs)
+
+
+_EVENT_NAMES = {"SessionStart": "session.start", "TurnStart": "user.prompt", "Compaction": "compaction",
+                "SessionEnd": "session.end", "SubagentStart": "subagent.start", "SubagentEnd": "subagent.end"}
+
+
+def _event(record: RawRecord) -> list[AgentActivityEntry]:
+    kind, event = record.data.get("event"), record.data.get("payload")
+    name = _EVENT_NAMES.get(str(kind))
+    if name is None or not isinstance(event, dict) or not isinstance(event.get("session_id"), str):
+        return []  # TurnEnd (status only), or not an Event
+    session = event["session_id"]
+    attrs: dict[str, Any] = {"agent.hook_event_name": kind}
+    if name == "user.prompt" and isinstance(event.get("prompt"), str):
+        attrs["gen_ai.input.messages"] = text_message("user", event["prompt"])
+    if isinstance(event.get("model"), str) and event["model"]:
+        attrs["gen_ai.request.model"] = event["model"]
+    if name == "session.start":
+        attrs["session.source"] = "resume" if event.get("previous_session_id") else "startup"
+    if name.startswith("subagent."):
+        attrs.update({"gen_ai.subagent.type": _text(event.get("subagent_type")),
+                      "gen_ai.subagent.id": _text(event.get("subagent_id")),
+                      "gen_ai.subagent.parent_tool_call.id": _text(event.get("tool_use_id"))})
+    at = iso_to_ns(event.get("timestamp")) or iso_to_ns(record.data.get("ts"))
+    native = {"session.start": "start", "user.prompt": _prompt_id(str(event.get("prompt") or ""))}.get(
+        name, f"event:{payload_digest(event)}")
+    entry = native_entry(record, name, at, session, native, attrs)
+    if name == "user.prompt":
+        entry.attributes["gen_ai.turn.id"] = entry.id
+    return [entry]
+
+
+def _prompt_id(text: str) -> str:
+    """A prompt's id from its text, so the same prompt from extract-prompts and from a TurnStart event is one
+    entry (the protocol gives a prompt no id of its own; the same text twice in a session is one entry)."""
+    return f"prompt:{payload_digest(text)}"
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None

@@ -13,11 +13,14 @@ from typing import Any
 from collector.config import ExternalAgentsSection
 from collector.definitions import AgentDefinition
 from collector.external.discovery import discover
+from collector.external.hooks import HookEvents
 from collector.external.plugin import Caller, ExternalPlugin
 from collector.external.source import ExternalSource
 from collector.paths import Paths
 from collector.sources.base import Source
+from collector.sources.jsonl_files import JsonlFiles
 from collector.sources.process import Limits
+from collector.sources.spool_lines import decode_spool_line
 
 STDERR_CAP = 64 * 1024
 
@@ -32,10 +35,16 @@ class ExternalAgents:
     def definitions(self) -> dict[str, AgentDefinition]:
         return {p.name: AgentDefinition(p.name, _definition(p), (p.path,)) for p in self.plugins}
 
-    def sources(self, positions: dict[str, dict[str, Any]]) -> list[Source]:
+    def sources(self, paths: Paths, positions: dict[str, dict[str, Any]], max_line: int) -> list[Source]:
         limits = Limits(self.section.timeout_s, self.section.max_output_bytes, STDERR_CAP)
-        return [ExternalSource(p, self.repos, Caller(limits), self.section.interval_s, positions)
-                for p in self.plugins]
+        out: list[Source] = []
+        for p in self.plugins:
+            out.append(ExternalSource(p, self.repos, Caller(limits), self.section.interval_s, positions))
+            if p.allows("parse-hook"):
+                spool = JsonlFiles(f"{p.name}:hooks", p.name, "hook", [str(paths.spool_dir / p.name / "*.jsonl")],
+                                   positions, max_line, decode=decode_spool_line)
+                out.append(HookEvents(spool, p, Caller(limits), self.repos[0] if self.repos else str(paths.home)))
+        return out
 
     def status(self) -> dict[str, Any]:
         return {"enabled": self.section.enabled, "repos": self.repos,
@@ -59,7 +68,14 @@ def load_external(section: ExternalAgentsSection, paths: Paths, known: Iterable[
     return found
 
 
+def status_rules() -> dict[str, Any]:
+    """The protocol's events as status actions (what the agents.d ``status`` section says for hook agents)."""
+    return {"payload_fields": {"session_id": ["session_id"]},
+            "events": {"SessionStart": "start", "TurnStart": "prompt", "TurnEnd": "settle", "SessionEnd": "end",
+                       "Compaction": "activity", "SubagentStart": "activity", "SubagentEnd": "activity"}}
+
+
 def _definition(plugin: ExternalPlugin) -> dict[str, Any]:
     return {"id": plugin.name, "name": str(plugin.info.get("type") or plugin.name), "parser": "entire_plugin",
-            "detect": {}, "integrations": [], "sources": [],
+            "detect": {}, "integrations": [], "sources": [], "status": status_rules(),
             "notes": f"Entire external agent plugin {plugin.path}"}
