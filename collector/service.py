@@ -221,10 +221,11 @@ class Service:
         # open sessions wait out their idle timeout; the live view starts with the most recent of them
         self.status.restore([v for _, v in store.recent_sessions(STATUS_SCOPE, cap, open_only=True)])
         self.status.restore(store.get(SESSIONS_KEY, []))  # as an older version saved them
+        masker = self._masker(content)
         self._pipeline = Pipeline(agents, resource, self._store.seen, correlator,
                                   self.config.masking.enabled, self.status, content,
-                                  Quarantine(quarantine_dir(self.paths)), TurnMarker(self._store.get("turns")),
-                                  masker=self._masker(content))
+                                  Quarantine(quarantine_dir(self.paths), masker.mask_value),
+                                  TurnMarker(self._store.get("turns")), masker=masker)
         if store.get("correlator") or store.get(SESSIONS_KEY):  # an older version's all-in-one values
             store.commit(Commit(sessions=self._session_rows(), kv={"correlator": {}, SESSIONS_KEY: []}))
 

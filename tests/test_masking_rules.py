@@ -223,3 +223,19 @@ def test_hash_mode_through_the_collector_uses_the_install_key(tmp_path: Path) ->
     marks = {p.split("[HMAC:github_token:")[1][:16] for p in prompts}
     assert len(marks) == 1
     assert oct((paths.state_dir / "content.key").stat().st_mode & 0o777) == "0o600"
+
+
+def test_the_quarantine_masks_with_the_configured_rules(tmp_path: Path) -> None:
+    """A record kept in the quarantine (capture on) is masked by the collector's own masker, extra rules
+    included, not only by the shipped ones."""
+    from collector.model.raw import RawRecord
+    from collector.pipeline.quarantine import FILE, Quarantine
+
+    rules = load_rules([{"id": "acme_token", "keywords": ["acme_"], "pattern": r"\bacme_[a-z0-9]{12}\b"}])
+    quarantine = Quarantine(tmp_path, Masker(rules).mask_value)
+    record = RawRecord("claude-code", "hook", {"payload": {"prompt": f"acme_abcdef123456 {TOKEN}"}}, "s", "1", 1,
+                       {"path": "/s"})
+    quarantine.add(record, "parse", "KeyError", True)
+    text = (tmp_path / FILE).read_text()
+    assert "acme_abcdef123456" not in text and TOKEN not in text
+    assert "[REDACTED:acme_token]" in text and "[REDACTED:github_token]" in text

@@ -19,7 +19,7 @@ import logging
 import os
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +52,9 @@ def describe(exc: BaseException) -> str:
 class Quarantine:
     """Writes failed records to the dead-letter file and counts them per source and reason."""
 
-    def __init__(self, directory: Path | None) -> None:
+    def __init__(self, directory: Path | None, mask: Callable[[Any], Any] = mask_value) -> None:
         self.directory = directory
+        self.mask = mask  # the collector's masker (its configured rules), for the data kept with capture on
         self.counts: Counter[tuple[str, str]] = Counter()  # (source, "stage: reason") -> records
         self.added = 0
         if directory is not None:
@@ -62,7 +63,7 @@ class Quarantine:
 
     def add(self, record: RawRecord, stage: str, reason: str, keep_data: bool) -> None:
         self.added += 1
-        line = _line(record, stage, reason, keep_data)
+        line = _line(record, stage, reason, keep_data, self.mask)
         self.counts[(_source(line), _why(line))] += 1
         log.warning("%s %s record at %s:%s quarantined at %s: %s", record.agent, record.kind, line["path"],
                     record.position, stage, reason)
@@ -116,7 +117,8 @@ class Quarantine:
         return out
 
 
-def _line(record: RawRecord, stage: str, reason: str, keep_data: bool) -> dict[str, Any]:
+def _line(record: RawRecord, stage: str, reason: str, keep_data: bool,
+          mask: Callable[[Any], Any] = mask_value) -> dict[str, Any]:
     path = str(record.meta.get("path", ""))
     ident = hashlib.sha256(f"{record.source_id}\x1f{record.position}\x1f{stage}".encode()).hexdigest()[:16]
     line: dict[str, Any] = {
@@ -128,7 +130,7 @@ def _line(record: RawRecord, stage: str, reason: str, keep_data: bool) -> dict[s
     }
     if keep_data:
         if shape(record.data) is None:
-            line["data"] = within_int64(mask_value(record.data))
+            line["data"] = within_int64(mask(record.data))
         else:
             line["data_omitted"] = "too deep or too large to keep"
     return line
