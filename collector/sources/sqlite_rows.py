@@ -13,6 +13,14 @@ watermark and is read again; the parser gives each row's entries ids from the ro
 re-read row never duplicates an entry. The position also holds the database file's inode: a database
 that was deleted and created anew is read from the start.
 
+The agent's tables need not have an index on the watermark (OpenCode's have none), and we never add one
+(we never write to the agent's database). So rows are found in *windows*: one query gives the rowids
+(with watermark and key) of the next ``WINDOW_ROWS`` changed rows in order, a single pass over the
+table's small columns with SQLite's bounded top-N sort; then the rows themselves are read ``batch_rows``
+at a time by rowid (the table's own b-tree). One pass per window, not per page: the cost is linear in
+the rows. The position of a row is its watermark as the window saw it; a row updated meanwhile is read
+with its new content and again later (same ids). A ``WITHOUT ROWID`` table is read by its key instead.
+
 A corrupt page (SQLITE_CORRUPT) costs only the rows it holds: the batch is read again row by row, the
 next position from the watermark index, each row by its key; a row that cannot be read is skipped and
 counted (``stats.extra['corrupt_rows']``). The database file and its ``-wal``/``-shm`` must be regular
@@ -29,8 +37,9 @@ import os
 import sqlite3
 import time
 import urllib.parse
+from collections import deque
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from collector.definitions import AgentDefinition
@@ -44,10 +53,12 @@ from collector.sources.regular import NotRegular, check_regular
 log = logging.getLogger(__name__)
 
 BATCH_ROWS = 500
+WINDOW_ROWS = 50_000  # changed rows located per pass over a table
 STUCK_GRACE_S = 5.0  # beyond the busy timeout, a query is considered stuck
 BUSY_TIMEOUT_S = 0.2  # short: we retry next cycle rather than wait on the agent
 WM, KEY = "__agent_collector_wm", "__agent_collector_key"  # aliases of the position columns
 CORRUPT = "__agent_collector_corrupt"  # a salvaged row that could not be read
+LOOKUP = "__agent_collector_lookup"  # the rowid (or key) a page is read by
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +74,9 @@ class TableState:
     wm: Any = None
     key: Any = None
     ino: int | None = None
+    window: deque[tuple[Any, Any, Any]] = field(default_factory=deque)  # (lookup, wm, key) still to read
+    drained: bool = False  # the last window reached the table's end
+    version: int = -1  # PRAGMA data_version when it was found: another value means the agent wrote since
 
     def as_value(self) -> dict[str, Any]:
         return {"wm": self.wm, "key": self.key, "ino": self.ino}
@@ -82,12 +96,15 @@ class SqliteRows:
         positions: dict[str, dict[str, Any]],
         batch_rows: int = BATCH_ROWS,
         busy_timeout_s: float = BUSY_TIMEOUT_S,
+        window_rows: int = WINDOW_ROWS,
     ) -> None:
         self.name = name
         self.agent = agent
         self.path = path
         self.tables = tables
         self.batch_rows = batch_rows
+        self.window_rows = max(window_rows, batch_rows)
+        self._lookup: dict[str, str] = {}  # table -> "rowid", or its key for a WITHOUT ROWID table
         self.busy_timeout_s = busy_timeout_s
         self.stats = SourceStats()
         self.stats.extra["busy"] = 0
@@ -149,6 +166,8 @@ class SqliteRows:
             log.info("%s: database file replaced, reading %s from the start", self.path, spec.table)
             self._state[spec.table] = state = TableState()
         state.ino = ino
+        state.window.clear()  # found anew each cycle
+        state.drained = False
         while True:
             try:
                 rows = await asyncio.wait_for(asyncio.to_thread(self._fetch, conn, spec, state),
@@ -168,6 +187,8 @@ class SqliteRows:
                 if not _is_corrupt(exc):
                     self._error(f"{self.path}:{spec.table}: {exc}")
                     return
+                state.window.clear()  # found again from where the salvage stops
+                state.drained = False
                 try:  # a corrupt page costs only the rows it holds
                     rows = await asyncio.to_thread(self._salvage, conn, spec, state)
                 except sqlite3.Error as again:
@@ -181,7 +202,7 @@ class SqliteRows:
                     yield None, position
                     continue
                 yield self._record(spec, state, row, observed), position
-            if len(rows) < self.batch_rows:
+            if not rows:
                 return
 
     def _salvage(self, conn: sqlite3.Connection, spec: TableSpec, state: TableState) -> list[dict[str, Any]]:
@@ -215,23 +236,69 @@ class SqliteRows:
         return out
 
     def _fetch(self, conn: sqlite3.Connection, spec: TableSpec, state: TableState) -> list[dict[str, Any]]:
-        cols = ", ".join(_quote(c) for c in spec.columns) if spec.columns else "*"
+        """The next page of changed rows (empty: none left this cycle)."""
+        try:
+            if not state.window and (not state.drained or _data_version(conn) != state.version):
+                self._find_window(conn, spec, state)  # more to find, or the agent wrote since the last window
+            page = [state.window.popleft() for _ in range(min(self.batch_rows, len(state.window)))]
+            return self._rows_of(conn, spec, page)
+        except sqlite3.OperationalError as exc:
+            if _is_busy(exc):
+                raise BusyError(str(exc)) from exc
+            raise
+
+    def _find_window(self, conn: sqlite3.Connection, spec: TableSpec, state: TableState) -> None:
+        """Locate the next ``window_rows`` changed rows: one pass over the table, a bounded sort."""
         wm, key = _quote(spec.watermark), "rowid" if spec.key == "rowid" else _quote(spec.key)
-        sql = f"SELECT {wm} AS {WM}, {key} AS {KEY}, {cols} FROM {_quote(spec.table)}"
+        lookup = self._lookup_column(conn, spec)
+        sql = f"SELECT {lookup}, {wm}, {key} FROM {_quote(spec.table)}"
         params: tuple[Any, ...] = ()
         if state.wm is None:
             sql += f" WHERE {wm} IS NOT NULL"  # a row without a watermark cannot be tracked: never read
         else:
             sql += f" WHERE {wm} > ? OR ({wm} = ? AND {key} > ?)"
             params = (state.wm, state.wm, state.key)
-        sql += f" ORDER BY {wm}, {key} LIMIT {int(self.batch_rows)}"
-        try:
-            cursor = conn.execute(sql, params)
-            return [dict(r) for r in cursor.fetchall()]
-        except sqlite3.OperationalError as exc:
-            if _is_busy(exc):
-                raise BusyError(str(exc)) from exc
-            raise
+        sql += f" ORDER BY {wm}, {key} LIMIT {int(self.window_rows)}"
+        state.version = _data_version(conn)
+        found = conn.execute(sql, params).fetchall()
+        state.window.extend(found)
+        state.drained = len(found) < self.window_rows
+
+    def _lookup_column(self, conn: sqlite3.Connection, spec: TableSpec) -> str:
+        lookup = self._lookup.get(spec.table)
+        if lookup is None:
+            try:
+                conn.execute(f"SELECT rowid FROM {_quote(spec.table)} LIMIT 0")
+                lookup = "rowid"
+            except sqlite3.OperationalError as exc:
+                if _is_busy(exc):
+                    raise
+                lookup = _quote(spec.key)  # a WITHOUT ROWID table: its primary key
+            self._lookup[spec.table] = lookup
+        return lookup
+
+    def _rows_of(self, conn: sqlite3.Connection, spec: TableSpec,
+                 page: list[tuple[Any, Any, Any]]) -> list[dict[str, Any]]:
+        """The rows of a page, by rowid, in the window's order, with the window's watermark and key (a row
+        deleted meanwhile is gone)."""
+        if not page:
+            return []
+        lookup = self._lookup[spec.table]
+        cols = ", ".join(_quote(c) for c in spec.columns) if spec.columns else "*"
+        marks = ",".join("?" * len(page))
+        sql = f"SELECT {lookup} AS {LOOKUP}, {cols} FROM {_quote(spec.table)} WHERE {lookup} IN ({marks})"
+        found: dict[Any, dict[str, Any]] = {}
+        for r in conn.execute(sql, [p[0] for p in page]).fetchall():
+            row = dict(r)
+            found[row.pop(LOOKUP)] = row
+        out = []
+        for ident, wm, key in page:
+            hit = found.get(ident)
+            if hit is not None:
+                out.append({WM: wm, KEY: key, **hit})
+        if not out:  # every row of the page went: the position still moves past them
+            out.append({WM: page[-1][1], KEY: page[-1][2], CORRUPT: True})
+        return out
 
     def _record(self, spec: TableSpec, state: TableState, row: dict[str, Any], observed: int) -> RawRecord:
         self.stats.records += 1
@@ -245,6 +312,11 @@ class SqliteRows:
         self.stats.errors += 1
         self.stats.last_error = message
         log.warning("%s", message)
+
+
+def _data_version(conn: sqlite3.Connection) -> int:
+    row = conn.execute("PRAGMA data_version").fetchone()
+    return int(row[0]) if row else -1
 
 
 def _quote(identifier: str) -> str:
