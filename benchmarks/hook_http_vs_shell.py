@@ -3,7 +3,9 @@
 spool shell hook, the SessionStart relay (curl, spool fallback) and a `python3 -c pass` baseline.
 
 The daemon is the real one (`agent-collector run` in a throwaway home, so each post goes all the way
-into the spool with its fsync). An http hook is timed the way Claude Code makes it: a new TCP
+into the spool with its fsync). The last http row posts while the daemon backfills a ``--backfill-mb``
+Claude Code transcript backlog that appears at once (the event loop answering hooks while the worker
+parses). An http hook is timed the way Claude Code makes it: a new TCP
 connection per event (and, for reference, on a kept-alive connection). The command hooks are started
 the way an agent starts them, `sh -c CMD`, with a real Claude Code PostToolUse payload on stdin.
 
@@ -29,6 +31,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 SAMPLE = ROOT / "tests" / "fixtures" / "claude-code" / "tool_then_answer" / "spool"
 
 
@@ -128,7 +131,10 @@ def summary(name: str, ms: list[float], base: float) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=500)
+    ap.add_argument("--backfill-mb", type=int, default=64)
     args = ap.parse_args()
+    from _claude_corpus import generate
+
     from collector.deploy.http_plugin import hooks_document
     from collector.ingest.secret import read_token
     from collector.paths import resolve_paths
@@ -136,7 +142,7 @@ def main() -> None:
     body = payload()
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp) / "home"
-        home.mkdir()
+        (home / ".claude" / "projects").mkdir(parents=True)  # watched from the start: the backlog wakes it
         port = free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_COLLECTOR_")}
         env.update(AGENT_COLLECTOR_HOME=str(home), AGENT_COLLECTOR_INGEST__PORT=str(port))
@@ -167,6 +173,11 @@ def main() -> None:
                 "http hook, kept-alive connection, 50 ms apart": timed(post_kept_alive(port, body, token), n, 0.05),
                 "http hook, new connection, back to back": timed(post_new_connection(port, body, token), n),
             }
+            staging = Path(tmp) / "staging"
+            generate(staging / "bench-project", args.backfill_mb * 1024 * 1024)
+            os.rename(staging / "bench-project", home / ".claude" / "projects" / "bench-project")
+            rows["http hook, new connection, 10 ms apart, daemon backfilling"] = timed(
+                post_new_connection(port, body, token), min(n, 150), 0.01)
             bare, bare_port = bare_server()
             try:
                 rows["floor: bare asyncio server, kept-alive, 50 ms apart"] = timed(
