@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """The delivery benchmarks before and after a change, in one run, on the same machine and load.
 
-Checks out REF (the code before) into a temporary git worktree, copies this checkout's benchmark
-scripts into it (the same measurement on both sides), then runs, alternating before/after for
-``--rounds`` rounds: ``collect_throughput.py`` (backfill MB/s; plain orjson MB/s in the same run shows
-the machine's load), ``hook_to_output_latency.py`` (hook append -> JSONL p99) and
-``hook_http_vs_shell.py`` (http hook medians). Prints the median of the rounds per side.
+Checks out REF (the code before) and ``--after`` (default: this checkout) into temporary git worktrees,
+copies this checkout's benchmark scripts into them (the same measurement on both sides), then runs,
+alternating before/after for ``--rounds`` rounds: ``collect_throughput.py`` (backfill MB/s; plain orjson
+MB/s in the same run shows the machine's load), ``hook_to_output_latency.py`` (hook append -> JSONL p99)
+and ``hook_http_vs_shell.py`` (http hook medians). Prints the median of the rounds per side.
 
-    .venv/bin/python benchmarks/before_after.py REF [--rounds 2] [--mb 100] [--n 200]
+    .venv/bin/python benchmarks/before_after.py REF [--after REF2] [--rounds 2] [--mb 100] [--n 200]
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ def run(tree: Path, script: str, args: list[str]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("ref")
+    ap.add_argument("--after", help="the code after (default: this checkout)")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--mb", type=int, default=100)
     ap.add_argument("--n", type=int, default=200)
@@ -58,15 +59,16 @@ def main() -> None:
     scripts = {"collect_throughput.py": ["--mb", str(args.mb)], "hook_to_output_latency.py": ["--n", str(args.n)],
                "hook_http_vs_shell.py": ["--n", str(args.n)]}
     with tempfile.TemporaryDirectory() as tmp:
-        before = Path(tmp) / "before"
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(before), args.ref],
-                       check=True)
-        try:
+        before, after = Path(tmp) / "before", (Path(tmp) / "after" if args.after else ROOT)
+        trees = [(before, args.ref)] + ([(after, args.after)] if args.after else [])
+        for tree, ref in trees:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(tree), ref], check=True)
             for script in (ROOT / "benchmarks").glob("*.py"):
-                shutil.copy(script, before / "benchmarks" / script.name)
+                shutil.copy(script, tree / "benchmarks" / script.name)
+        try:
             figures: dict[str, dict[str, list[float]]] = {f: {"before": [], "after": []} for f in FIGURES}
             for _ in range(args.rounds):
-                for side, tree in (("before", before), ("after", ROOT)):
+                for side, tree in (("before", before), ("after", after)):
                     for script, script_args in scripts.items():
                         out = run(tree, script, script_args)
                         for figure, (source, pattern) in FIGURES.items():
@@ -74,8 +76,9 @@ def main() -> None:
                             if match:
                                 figures[figure][side].append(float(match.group(1)))
         finally:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(before)], check=False)
-    print(f"before = {args.ref}, after = this checkout; median of {args.rounds} alternating rounds")
+            for tree, _ref in trees:
+                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=False)
+    print(f"before = {args.ref}, after = {args.after or 'this checkout'}; median of {args.rounds} alternating rounds")
     print("| figure | before | after |")
     print("|---|---|---|")
     for figure, sides in figures.items():

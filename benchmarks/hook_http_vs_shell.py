@@ -28,6 +28,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -136,8 +137,13 @@ def main() -> None:
     from _claude_corpus import generate
 
     from collector.deploy.http_plugin import hooks_document
-    from collector.ingest.secret import read_token
     from collector.paths import resolve_paths
+
+    try:
+        from collector.ingest.secret import read_token
+    except ImportError:  # an older version (before_after.py): no ingest secret yet
+        def read_token(paths: Any) -> str:
+            return ""
 
     body = payload()
     with tempfile.TemporaryDirectory() as tmp:

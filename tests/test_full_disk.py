@@ -191,3 +191,37 @@ def test_second_signal_exits_at_once(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait(5)
+
+
+def test_sigterm_with_a_backend_that_never_answers(tmp_path: Path) -> None:
+    """A request hanging in the OTLP exporter (the backend accepts the connection, then says nothing,
+    with a 300 s timeout) does not hold the stop either."""
+    import socket
+
+    write_spool(tmp_path / "data" / "spool" / "claude-code")
+    home = tmp_path / "home"
+    home.mkdir()
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(64)  # never accepted: connections open, no answer ever comes
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "HOME": str(home),
+               "AGENT_COLLECTOR_DATA_DIR": str(tmp_path / "data"),
+               "AGENT_COLLECTOR_CONFIG_DIR": str(tmp_path / "cfg"), "AGENT_COLLECTOR_INGEST__ENABLED": "false",
+               "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{silent.getsockname()[1]}",
+               "OTEL_EXPORTER_OTLP_TIMEOUT": "300", "OTEL_METRICS_EXPORTER": "none"}
+        proc = subprocess.Popen([sys.executable, "-m", "collector", "run", "--home", str(home), "--output",
+                                 str(tmp_path / "out")], env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        try:
+            wait_until(lambda: (status_json(tmp_path).get("exporters", {}).get("otlp-default-logs") or {})
+                       .get("queued", 0) > 0, 60, "entries waiting in the OTLP queue")
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                pytest.fail("the daemon was still running 5 s after SIGTERM with a request hanging")
+            assert proc.returncode == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(5)

@@ -25,11 +25,11 @@ from collector.config import WatchdogSection
 from collector.definitions.loader import AgentDefinition
 from collector.deploy.choices import disabled_agents
 from collector.deploy.engine import integration_state, repair_file
-from collector.deploy.fsutil import read_or_none, real_target, write_atomic
+from collector.deploy.fsutil import read_or_none, real_target
 from collector.deploy.model import Action, State
 from collector.deploy.records import RecordStore
 from collector.paths import Paths
-from collector.util.private import private_dir
+from collector.util.atomic import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -254,8 +254,7 @@ class Watchdog:
     def _write_status(self) -> None:
         try:
             data = json.dumps(self.stats(), indent=2).encode() + b"\n"
-            private_dir(status_file(self.paths).parent)
-            write_atomic(status_file(self.paths), data, mode=0o600)
+            atomic_write(status_file(self.paths), data, mode=0o600)
         except OSError as exc:
             log.warning("watchdog: cannot write %s: %s", status_file(self.paths), exc)
 
