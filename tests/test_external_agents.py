@@ -128,3 +128,39 @@ def test_hook_payloads_through_the_plugins_parse_hook(tmp_path: Path, monkeypatc
     assert "ready_for_review" in statuses and statuses[-1] == "closed"
     hooks = collector.status()["sources"]["langgraph:hooks"]
     assert hooks["parsed"] == 4 and hooks["errors"] == 0  # session-start, turn-start, turn-end, session-end
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="the plugins find their session directory with git")
+def test_the_daemon_reads_on_across_polls_and_a_restart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from robust_support import Daemon
+
+    repo = git_repo(tmp_path / "lg")
+    bins = path_dir(tmp_path, {"entire-agent-crewai": VENV_BIN / "entire-agent-crewai"})
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    crew = bridge(repo, "crewai", "crewai", "crew-daemon-1")
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "config.toml").write_text(
+        f'[external_agents]\nenabled = true\nrepos = ["{repo}"]\ninterval_s = 1\n')
+
+    def prompts_seen(count: int) -> Any:
+        return lambda es: len([e for e in es if e["gen_ai.agent.type"] == "crewai"
+                               and e["event.name"] == "user.prompt"]) >= count
+
+    crew.start_turn("Find three competitors")
+    daemon = Daemon(tmp_path, {"PATH": f"{bins}:/usr/bin:/bin"}).start()
+    try:
+        daemon.wait_output(prompts_seen(1))
+        crew.start_turn("Compare their pricing")  # the second poll of the running daemon
+        daemon.wait_output(prompts_seen(2))
+    finally:
+        assert daemon.stop() == 0
+    crew.start_turn("Write the summary")
+    daemon = Daemon(tmp_path, {"PATH": f"{bins}:/usr/bin:/bin"}).start()
+    try:
+        entries = daemon.wait_output(prompts_seen(3))
+    finally:
+        assert daemon.stop() == 0
+    entries = [e for e in entries if e["gen_ai.agent.type"] == "crewai"]
+    assert_no_duplicates(entries)
+    assert names(entries) == ["session.start", "user.prompt", "user.prompt", "user.prompt"]
+    assert len(set(prompts(entries))) == 3  # three different prompts, each once
