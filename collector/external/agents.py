@@ -61,10 +61,8 @@ def load_external(section: ExternalAgentsSection, paths: Paths, known: Iterable[
         return found
     found.repos = [str(paths.expand(r)) for r in section.repos]
     where = found.repos[0] if found.repos else str(paths.home)
-    discovery = discover(env.get("PATH", ""), known, where, section.max_output_bytes)
-    wanted = set(section.plugins)
-    found.plugins = [p for p in discovery.plugins if not wanted or p.name in wanted]
-    found.skipped = discovery.skipped
+    discovery = discover(env.get("PATH", ""), known, where, section.max_output_bytes, section.plugins)
+    found.plugins, found.skipped = discovery.plugins, discovery.skipped
     return found
 
 

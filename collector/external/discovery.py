@@ -53,8 +53,11 @@ def _candidates(entry: str, found: Discovery) -> Iterable[Path]:
     return out
 
 
-def discover(path_env: str, builtin: Iterable[str], repo: str, max_output: int) -> Discovery:
+def discover(path_env: str, builtin: Iterable[str], repo: str, max_output: int,
+             wanted: Iterable[str] = ()) -> Discovery:
+    """``wanted``: only these names are asked for ``info`` (empty: every candidate)."""
     found = Discovery()
+    only = set(wanted)
     known = set(builtin)
     taken: dict[str, Path] = {}
     caller = Caller(Limits(INFO_TIMEOUT_S, max_output, 64 * 1024))
@@ -71,6 +74,8 @@ def discover(path_env: str, builtin: Iterable[str], repo: str, max_output: int) 
                 found.skip(f"{path}: {name!r} is not a usable agent name")
             elif name in known:
                 found.skip(f"{path}: {name!r} is an agent of agents.d")
+            elif only and name not in only:
+                log.info("%s: not in [external_agents] plugins; not run", path)
             else:
                 _handshake(ExternalPlugin(name, str(path)), caller, repo, found)
     return found
