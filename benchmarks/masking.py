@@ -96,6 +96,20 @@ def prefilter_choices(masker: Masker, entries: list[dict[str, Any]]) -> list[tup
     return out
 
 
+def dense_keywords(masker: Masker) -> list[tuple[str, float]]:
+    """MB/s on 1 MB of one keyword repeated (every rule's worst case is its keyword at every step)."""
+    cases = {"key=": "key=", "password: ": "password: ", "sk-": "sk-", "token is x ": "token is x ",
+             "-----BEGIN PRIVATE KEY-----": "-----BEGIN PRIVATE KEY-----\n", "Basic ": "Basic ",
+             "--password ": "--password ", '"password": "x...': '"password": "' + "x" * 150}
+    out = []
+    for name, unit in cases.items():
+        text = unit * (1_000_000 // len(unit))
+        start = time.process_time()
+        masker.mask_text(text)
+        out.append((name, len(text) / 1e6 / max(time.process_time() - start, 1e-9)))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mb", type=float, default=16.0, help="MB of strings in the session text")
@@ -123,6 +137,8 @@ def main() -> None:
         copy = orjson.loads(orjson.dumps(entry))
         changed += masker.mask_entry(copy) != entry
     print(f"entries changed by masking (of the first {min(2000, len(entries))}): {changed}")
+    worst = min(dense_keywords(masker), key=lambda case: case[1])
+    print(f"worst dense-keyword text (1 MB of {worst[0]!r} repeated): {worst[1]:.1f} MB/s per CPU s")
     print("keyword pass alone, MB/s per CPU second of the entries' JSON:")
     for name, mbps in prefilter_choices(masker, entries[:3000]):
         print(f"  {name:50s} {'not installed' if mbps is None else f'{mbps:8.1f}'}")
