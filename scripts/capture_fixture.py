@@ -4,7 +4,8 @@ with the collector's own hooks installed by `agent-collector install`.
 
     .venv/bin/python scripts/capture_fixture.py --agent claude-code --case failing_command \\
         --turn 'Please run `cat /nonexistent/file-xyz` in the shell and tell me what happened.'
-    (a turn starting with '+' resumes the session in a new process)
+    (a turn starting with '+' resumes the session in a new process; one starting with '!' is interrupted:
+    SIGINT to the agent's process group two seconds after the model asked for a tool, then SIGKILL)
 
 Writes tests/fixtures/<agent>/<case>/: home/<the agent's session files>, spool/<agent>/*.jsonl (what our
 hook wrote), response_usage.jsonl (the server's exact usage per reply). expected.json is written by hand.
@@ -20,19 +21,21 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 
 from fake_llm import FakeLLMServer  # noqa: E402
-from harness import init_workdir, run_agent, write_agent_config  # noqa: E402
+from harness import init_workdir, run_agent, run_agent_interrupted, write_agent_config  # noqa: E402
 from npm_agents import ensure_agents  # noqa: E402
 
 SESSION_GLOBS = {
     "claude-code": [".claude/projects/*/*.jsonl", ".claude/projects/*/*/subagents/*.jsonl"],
     "codex": [".codex/sessions/*/*/*/rollout-*.jsonl"],
-    "gemini-cli": [".gemini/tmp/*/chats/session-*.jsonl"],
-    "qwen-code": [".qwen/projects/*/chats/*.jsonl"],
+    "gemini-cli": [".gemini/tmp/*/chats/session-*.jsonl", ".gemini/tmp/*/chats/*/*.jsonl"],
+    "qwen-code": [".qwen/projects/*/chats/*.jsonl", ".qwen/projects/*/chats/*/*.jsonl",
+                  ".qwen/projects/*/subagents/**/*.jsonl"],
     "opencode": [".local/share/opencode/opencode.db*"],
 }
 
@@ -41,6 +44,16 @@ def collector(home: Path, *args: str) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_COLLECTOR_")}
     env.update(HOME=str(home), AGENT_COLLECTOR_HOME=str(home))
     subprocess.run([sys.executable, "-m", "collector", *args], cwd=ROOT, env=env, check=True)
+
+
+def run_turn(agent: str, home: Path, work: Path, server: FakeLLMServer, turn: str) -> Any:
+    resume, interrupt = turn.startswith("+"), turn.lstrip("+").startswith("!")
+    prompt = turn.lstrip("+").lstrip("!")
+    if not interrupt:
+        return run_agent(agent, home, work, server, prompt, resume=resume)
+    before = len(server.decisions())
+    return run_agent_interrupted(agent, home, work, server, prompt, resume=resume,
+                                 started=lambda: any(d[0] == "tool" for d in server.decisions()[before:]))
 
 
 def main() -> None:
@@ -58,8 +71,7 @@ def main() -> None:
             write_agent_config(args.agent, home, work, server)
             collector(home, "install", "--agent", args.agent)
             for turn in args.turn:
-                resume = turn.startswith("+")
-                result = run_agent(args.agent, home, work, server, turn.lstrip("+"), resume=resume)
+                result = run_turn(args.agent, home, work, server, turn)
                 print(f"turn rc={result.returncode}: {result.stdout[-300:]}", file=sys.stderr)
             usage = list(server.responses)
         if dest.exists():
@@ -74,6 +86,8 @@ def main() -> None:
             shutil.copytree(spool, dest / "spool", ignore=shutil.ignore_patterns(".lock", "pending"))
         dest.mkdir(parents=True, exist_ok=True)
         (dest / "response_usage.jsonl").write_text("".join(json.dumps(u) + "\n" for u in usage))
+        listing = sorted(str(p.relative_to(home)) for p in home.rglob("*") if p.is_file())
+        print("files the run left in HOME:\n  " + "\n  ".join(listing), file=sys.stderr)
     print(f"wrote {dest}", file=sys.stderr)
 
 

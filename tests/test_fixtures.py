@@ -64,6 +64,9 @@ def test_fixture_case(case: Path, tmp_path: Path) -> None:
     for call_id, want in expected["tools"].items():
         calls, results, status = pairs[call_id]
         assert (calls, results, status) == (1, 1, want["status"]), call_id
+        if "error_type" in want:
+            (result,) = [e for e in entries if e["event.name"] == "tool.result" and e["gen_ai.tool.call.id"] == call_id]
+            assert result.get("error.type") == want["error_type"], call_id
         names = {e.get("gen_ai.tool.name") for e in entries if e.get("gen_ai.tool.call.id") == call_id}
         assert names == {want["name"]}
 

@@ -59,6 +59,7 @@ from collector.model import AgentActivityEntry, RawRecord
 
 _THREAD_IN_NAME = re.compile(r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.jsonl$")
 _EXIT_IN_OUTPUT = re.compile(r"^(?:Process exited with code|Exit code:)\s*(-?\d+)\s*$", re.MULTILINE)
+_ABORTED = re.compile(r"^aborted by user\s*$", re.MULTILINE)  # the output of a tool the user interrupted
 
 
 def parse(record: RawRecord) -> list[AgentActivityEntry]:
@@ -284,8 +285,25 @@ def _function_output(line: _Line) -> list[AgentActivityEntry]:
     if not call_id:
         return []
     output = p.get("output")
+    if isinstance(output, str) and _ABORTED.search(output[:2000]):
+        return [_interrupted(line, call_id, output, None, None)]
     exit_code = _exit_code_of(output)
     return [_tool_result(line, call_id, exit_code not in (None, 0), exit_code, output, None)]
+
+
+def _interrupted(line: _Line, call_id: str, output: Any, duration_ms: float | None,
+                 time_ns: int | None) -> AgentActivityEntry:
+    """A tool the user interrupted (Ctrl-C, ``turn_aborted``): its output says ``aborted by user`` and
+    its CommandExecution item has no exit code (``-1``). Never a success."""
+    attrs: dict[str, Any] = {
+        "gen_ai.turn.id": line.turn,
+        "gen_ai.tool.call.id": call_id,
+        "tool.result.status": "cancelled",
+        "error.type": "interrupted",
+        "error.message": output if isinstance(output, str) and output else "aborted by user",
+        "duration_ms": duration_ms,
+    }
+    return line.entry("tool.result", call_id, attrs, time_ns)
 
 
 def _exit_code_of(output: Any) -> int | None:
@@ -334,6 +352,8 @@ def _item_completed(line: _Line) -> list[AgentActivityEntry]:
         exit_code = as_int(item.get("exit_code"))
         failed = item.get("status") == "failed" or exit_code not in (None, 0)
         duration = _duration_ms(item.get("duration"))
+        if failed and exit_code == -1:  # killed before it exited: the user interrupted the turn
+            return [_interrupted(line, str(item.get("id")), item.get("aggregated_output"), duration, done_ns)]
         return [_tool_result(line, str(item.get("id")), failed, exit_code, item.get("aggregated_output"),
                              duration, done_ns)]
     if kind == "FileChange":

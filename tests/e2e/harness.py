@@ -457,6 +457,43 @@ def run_agent(
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
+def run_agent_interrupted(
+    agent: str,
+    home: Path,
+    workdir: Path,
+    server: ServerLike,
+    prompt: str,
+    started: Callable[[], bool],
+    resume: bool = False,
+    settle: float = 2.0,
+    grace: float = 5.0,
+    timeout: float = 120,
+    extra_env: Mapping[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run one turn and interrupt it as a terminal's Ctrl-C would: once ``started()`` is true (e.g. the
+    model asked for ``sleep 60``) and ``settle`` seconds more have passed (the tool runs), SIGINT goes to
+    the agent's process group; whatever is still alive ``grace`` seconds later is killed."""
+    cmd = agent_command(agent, prompt, resume)
+    env = make_env(agent, home, workdir, server, extra_env)
+    proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + timeout
+    try:
+        while not started() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(settle)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGINT)
+        try:
+            out, err = proc.communicate(timeout=grace)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc.pid)
+            out, err = proc.communicate()
+    finally:
+        _reap_group(proc.pid, 0.5)
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
 def _group_alive(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)
