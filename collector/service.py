@@ -97,8 +97,10 @@ class CycleResult:
 
 
 class Service:
-    def __init__(self, paths: Paths, config: Config | None = None, output_dir: Path | None = None) -> None:
+    def __init__(self, paths: Paths, config: Config | None = None, output_dir: Path | None = None,
+                 clock: Callable[[], int] = time.time_ns) -> None:
         self.paths = paths
+        self._clock = clock  # "now" of the idle rule (tests judge captured sessions as long past)
         self.config = config if config is not None else load_for(paths, check=check_definition)
         self.output_dir = output_dir or Path(self.config.jsonl.dir or paths.output_dir)
         self.definitions: dict[str, AgentDefinition] = {}
@@ -320,7 +322,8 @@ class Service:
         if tracker is None or self._pipeline is None or self._store is None:
             return
         with self.state_lock:
-            entries = self._pipeline.finish(tracker.expire(time.time_ns(), self._idle_timeout_ns))
+            entries = self._pipeline.finish(tracker.expire(self._clock(), self._idle_timeout_ns))
+            entries += self._pipeline.finish(self._pipeline.correlator.close_interrupted(time.time_ns()))
             self._count(entries, result)
         if entries:
             result.entries += len(entries)

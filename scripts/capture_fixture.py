@@ -69,6 +69,10 @@ def main() -> None:
         home.mkdir()
         with FakeLLMServer() as server:
             write_agent_config(args.agent, home, work, server)
+            if args.agent == "claude-code":  # command hooks into the spool (the plugin variant posts to a daemon)
+                override = home / ".config" / "agent-collector" / "agents.d" / "claude-code.json"
+                override.parent.mkdir(parents=True, exist_ok=True)
+                override.write_text(json.dumps({"id": "claude-code", "integration_variant": "settings"}))
             collector(home, "install", "--agent", args.agent)
             for turn in args.turn:
                 result = run_turn(args.agent, home, work, server, turn)

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 from collections import Counter
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -50,12 +51,14 @@ def read_output(directory: Path) -> list[dict[str, Any]]:
     return entries
 
 
-def collect(paths: Paths, output: Path | None = None, config: Config | None = None) -> list[dict[str, Any]]:
-    """One `collect --once` pass in-process; returns everything in the output directory."""
+def collect(paths: Paths, output: Path | None = None, config: Config | None = None,
+            clock: Callable[[], int] | None = None) -> list[dict[str, Any]]:
+    """One `collect --once` pass in-process; returns everything in the output directory. ``clock`` is the
+    idle rule's "now" (default: the real time)."""
     from collector.config import load_config
 
     cfg = config or load_config(paths.config_file, env={})
-    service = Service(paths, cfg, output_dir=output or paths.output_dir)
+    service = Service(paths, cfg, output_dir=output or paths.output_dir, **({"clock": clock} if clock else {}))
     service.startup()
     try:
         asyncio.run(service.collect_once())

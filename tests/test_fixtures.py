@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -24,10 +25,16 @@ from support import (
 CASES = sorted(p.parent for p in FIXTURES.glob("*/*/expected.json"))
 
 
+def long_after() -> int:
+    """The idle rule's "now" for fixtures: a year on, so every session the agent left open is closed
+    whatever the age of the capture."""
+    return time.time_ns() + 365 * 86400 * 10**9
+
+
 @pytest.mark.parametrize("case", CASES, ids=[f"{c.parent.name}/{c.name}" for c in CASES])
 def test_fixture_case(case: Path, tmp_path: Path) -> None:
     expected = json.loads((case / "expected.json").read_text())
-    entries = collect(prepare_fixture(case, tmp_path))
+    entries = collect(prepare_fixture(case, tmp_path), clock=long_after)
 
     assert_schema_valid(entries)
     assert_no_duplicates(entries)
@@ -97,11 +104,11 @@ def _facts(entries: list[dict[str, Any]]) -> dict[str, Any]:
 def test_files_alone_give_the_same_facts(case: Path, tmp_path: Path) -> None:
     """A backfill of the agent's own files (no hook spool) yields the same turns, tokens, tool pairs and
     statuses, errors and subagents as hooks + files; facts only a hook gives are listed per case."""
-    both = _facts(collect(prepare_fixture(case, tmp_path / "both")))
+    both = _facts(collect(prepare_fixture(case, tmp_path / "both"), clock=long_after))
     shutil.rmtree(tmp_path / "both")
     alone_paths = prepare_fixture(case, tmp_path / "alone")
     shutil.rmtree(alone_paths.spool_dir)
-    alone = _facts(collect(alone_paths))
+    alone = _facts(collect(alone_paths, clock=long_after))
     hook_only = json.loads((case / "expected.json").read_text()).get("hook_only", {})  # fact -> why
     assert set(hook_only) <= set(both)
     for key in hook_only:

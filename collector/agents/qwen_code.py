@@ -209,8 +209,9 @@ def _tool_result(record: RawRecord, data: dict[str, Any], session: str | None,
     display = result.get("resultDisplay")
     exit_code = as_int(display.get("exitCode")) if isinstance(display, dict) else _exit_code(output)
     attrs: dict[str, Any] = {"gen_ai.tool.name": name, "gen_ai.tool.call.id": call_id}
-    if result.get("status") == "cancelled":
-        attrs.update({"tool.result.status": "cancelled", "error.type": "cancelled"})
+    if result.get("status") == "cancelled":  # executionStatus cancelled: it ran and was interrupted (Ctrl-C)
+        interrupted = result.get("executionStatus") == "cancelled"
+        attrs.update({"tool.result.status": "cancelled", "error.type": "interrupted" if interrupted else "cancelled"})
     elif result.get("status") == "error":
         _set_status(attrs, exit_code, error or output or "error", output)
     else:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from collector.model import AgentActivityEntry, event_id
 from collector.pipeline.session_cache import SessionCache
 
 MAX_TURNS = 500
@@ -31,6 +32,9 @@ class _Session:
     last_ns: int = 0
     subagents: dict[str, str] = field(default_factory=dict)  # subagent id -> the tool call that started it
     launching: list[str] = field(default_factory=list)  # agent-type tool calls not yet tied to a subagent
+    closed: list[str] = field(default_factory=list)  # calls that have a result (a late copy opens nothing)
+    open_calls: dict[str, list[Any]] = field(default_factory=dict)  # call id -> [name, time, turn, agent, scope]
+    ended_ns: int = 0  # the session ended (session.end) at this time; its open calls close at the cycle's end
 
 
 class Correlator:
@@ -41,6 +45,7 @@ class Correlator:
                  max_sessions: int = MAX_SESSIONS) -> None:
         self._sessions: SessionCache[_Session] = SessionCache(max_sessions, None if load is None else
                                                               lambda key: _decode(load(key)))
+        self._ended: set[str] = set()  # sessions that ended since the last close_interrupted
         for key, raw in (state or {}).items():
             session = _decode(raw)
             if session is not None:
@@ -73,7 +78,46 @@ class Correlator:
             if turn:
                 entry["gen_ai.turn.id"] = turn
         self._pair(session, name, entry, time_ns)
+        if self._track_open(session, name, entry, time_ns):
+            self._ended.add(key)
         self._link_subagent(session, name, entry)
+
+    @staticmethod
+    def _track_open(session: _Session, name: str, entry: dict[str, Any], time_ns: int) -> bool:
+        """Keep the calls without a result; True when this entry ends the session."""
+        call_id = entry.get("gen_ai.tool.call.id")
+        if name == "tool.call" and call_id and call_id not in session.closed:
+            session.open_calls[call_id] = [entry.get("gen_ai.tool.name"), time_ns, entry.get("gen_ai.turn.id"),
+                                           entry.get("gen_ai.agent.id"), entry.get("gen_ai.agent.scope")]
+            _trim(session.open_calls, MAX_CALLS)
+        elif name == "tool.result" and call_id:
+            session.open_calls.pop(call_id, None)
+            session.closed.append(call_id)
+            del session.closed[:-MAX_CALLS]
+        elif name == "session.end":
+            session.ended_ns = max(session.ended_ns, time_ns)
+            return True
+        return False
+
+    def close_interrupted(self, observed_ns: int) -> list[dict[str, Any]]:
+        """A tool.result (cancelled, ``error.type`` interrupted) for every call of an ended session that
+        never got one: the agent was killed while the tool ran, or wrote nothing more. Called once every
+        source has been read (the end of a cycle), so a result still to come from another input of the
+        same cycle is not pre-empted; the id is the one a real result would have."""
+        out = []
+        for key in sorted(self._ended):
+            session = self._sessions.get(key)
+            if session is None or not session.ended_ns:
+                continue
+            agent, session_id = key.split("\x1f", 1)
+            for call_id, (tool, started, turn, agent_id, scope) in list(session.open_calls.items()):
+                if started <= session.ended_ns:
+                    out.append(_interrupted_result(agent, session_id, call_id, tool, turn, agent_id, scope,
+                                                   session.ended_ns, observed_ns))
+                    del session.open_calls[call_id]
+            session.ended_ns = 0
+        self._ended.clear()
+        return out
 
     @staticmethod
     def _add_turn(session: _Session, time_ns: int, turn_id: str) -> None:
@@ -136,7 +180,21 @@ class Correlator:
 
 
 
-_FIELDS = ("turn_times", "turn_ids", "tools", "requests", "last_ns", "subagents", "launching")
+_FIELDS = ("turn_times", "turn_ids", "tools", "requests", "last_ns", "subagents", "launching", "closed",
+           "open_calls", "ended_ns")
+
+
+def _interrupted_result(agent: str, session_id: str, call_id: str, tool: Any, turn: Any, agent_id: Any,
+                        scope: Any, end_ns: int, observed_ns: int) -> dict[str, Any]:
+    entry = AgentActivityEntry(
+        name="tool.result", agent=agent, time_ns=end_ns, observed_ns=observed_ns,
+        id=event_id(agent, session_id, "tool.result", call_id), session_id=session_id,
+        attributes={"source.kind": "collector", "gen_ai.tool.call.id": call_id, "gen_ai.tool.name": tool,
+                    "gen_ai.turn.id": turn, "gen_ai.agent.id": agent_id, "gen_ai.agent.scope": scope,
+                    "tool.result.status": "cancelled", "error.type": "interrupted",
+                    "error.message": "the session ended before the tool returned a result"},
+    )
+    return entry.to_dict()
 
 
 def _encode(session: _Session) -> dict[str, Any]:

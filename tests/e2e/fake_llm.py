@@ -88,20 +88,26 @@ class Decision:
     tool: str = ""
     args: Json = field(default_factory=dict)
     raw_input: str | None = None  # freeform (custom) tools, e.g. Codex apply_patch
+    more: list[tuple[str, Json]] = field(default_factory=list)  # further tool calls in the same reply
+
+    def calls(self) -> list[tuple[str, Json]]:
+        return [(self.tool, self.args), *self.more] if self.kind == "tool" else []
 
     def as_note(self) -> list[Any]:
         if self.kind == "text":
             return ["text", self.text]
-        return [
+        note = [
             "tool",
             self.tool,
             {"__raw_input__": self.raw_input} if self.raw_input is not None else self.args,
         ]
+        return note + [list(call) for call in self.more]
 
 
 _WRAPPER_RE = re.compile(r"<([A-Za-z_][\w:.-]*)(?:\s[^>]*)?>.*?</\1>", re.DOTALL)
 _REMINDER_RE = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
 _COMMAND_RE = re.compile(r"\brun\s+`([^`]+)`", re.IGNORECASE)
+_READ_RE = re.compile(r"\bread\s+(?:the\s+file\s+)?`?(/[^\s`'\"]+)", re.IGNORECASE)
 _WRITE_RE = re.compile(r"\bwrite\s+(?:a\s+file\s+(?:at\s+|to\s+)?|to\s+)?`?(/[^\s`'\"]+)", re.IGNORECASE)
 
 
@@ -113,6 +119,15 @@ def strip_wrappers(text: str) -> str:
 def find_command(prompt: str) -> str | None:
     match = _COMMAND_RE.search(prompt)
     return match.group(1).strip() if match else None
+
+
+def find_commands(prompt: str) -> list[str]:
+    return [m.strip() for m in _COMMAND_RE.findall(prompt)]
+
+
+def find_read_path(prompt: str) -> str | None:
+    match = _READ_RE.search(prompt)
+    return match.group(1).rstrip(".,;:") if match else None
 
 
 def find_write_path(prompt: str) -> str | None:
@@ -149,8 +164,20 @@ def _add_file_patch(path: str) -> str:
 
 
 API_ERROR_MARKER = "[fake-api-error]"  # a prompt holding this gets a non-retryable 400 from the model API
-SUBAGENT_TOOLS = ("Agent", "Task")  # Claude Code's subagent tool (named Task in older versions)
 SUBAGENT_PROMPT = "Please run `echo from-helper` in the shell and report what it printed."
+SUBAGENT_TOOLS: dict[str, Json] = {  # each agent's tool that starts a sub-agent, with its arguments
+    "Agent": {"description": "Run a command", "prompt": SUBAGENT_PROMPT, "subagent_type": "general-purpose"},
+    "Task": {"description": "Run a command", "prompt": SUBAGENT_PROMPT, "subagent_type": "general-purpose"},
+    "agent": {"description": "Run a command", "prompt": SUBAGENT_PROMPT, "subagent_type": "general-purpose"},
+    "task": {"description": "Run a command", "prompt": SUBAGENT_PROMPT, "subagent_type": "general"},
+    "invoke_agent": {"agent_name": "generalist", "prompt": SUBAGENT_PROMPT},
+}
+COMPLETE_TASK = "complete_task"  # Gemini CLI's sub-agents end by calling it with their output
+READ_TOOLS: dict[str, Callable[[str], Json]] = {
+    "Read": lambda p: {"file_path": p},
+    "read_file": lambda p: {"file_path": p},
+    "read": lambda p: {"filePath": p},
+}
 
 
 class ScriptedHTTPError(Exception):
@@ -168,18 +195,28 @@ def decide(conv: Conversation) -> Decision:
     if "subagent" in conv.prompt.lower() and not conv.results_after_prompt:
         tool = next((t for t in SUBAGENT_TOOLS if t in conv.tools), None)
         if tool:
-            args = {"description": "Run a command", "prompt": SUBAGENT_PROMPT, "subagent_type": "general-purpose"}
-            return Decision("tool", tool=tool, args=args)
+            return Decision("tool", tool=tool, args=dict(SUBAGENT_TOOLS[tool]))
     if any(marker in conv.system for marker in BACKGROUND_MARKERS) or not conv.tools:
         return Decision("text", text=TITLE_TEXT if "title" in conv.system.lower() else BACKGROUND_TEXT)
     if conv.results_after_prompt:
         quoted = _REMINDER_RE.sub("", conv.results_after_prompt[-1].text)
+        if COMPLETE_TASK in conv.tools:
+            return Decision("tool", tool=COMPLETE_TASK, args={"result": {"response": squash(quoted)}})
         return Decision("text", text=ANSWER_PREFIX + squash(quoted))
-    command = find_command(conv.prompt)
-    if command:
+    commands = find_commands(conv.prompt)
+    if commands:
         tool = _first_offered(conv, SHELL_TOOLS)
         if tool:
-            return Decision("tool", tool=tool, args=SHELL_TOOLS[tool](command))
+            more = [(tool, SHELL_TOOLS[tool](c)) for c in commands[1:]]
+            return Decision("tool", tool=tool, args=SHELL_TOOLS[tool](commands[0]), more=more)
+    read = find_read_path(conv.prompt)
+    if read:
+        tool = _first_offered(conv, READ_TOOLS)
+        if tool:
+            return Decision("tool", tool=tool, args=READ_TOOLS[tool](read))
+        tool = _first_offered(conv, SHELL_TOOLS)
+        if tool:  # Codex has no read tool: it reads with the shell
+            return Decision("tool", tool=tool, args=SHELL_TOOLS[tool](f"cat {read}"))
     path = find_write_path(conv.prompt)
     if path:
         tool = _first_offered(conv, WRITE_TOOLS)
@@ -380,8 +417,8 @@ def render_anthropic(d: Decision, model: str, t: Tokens, stream: bool) -> Reply:
     blocks: list[Json] = [
         {"type": "text", "text": d.text if d.kind == "text" else "I'll use a tool for that."}
     ]
-    if d.kind == "tool":
-        blocks.append({"type": "tool_use", "id": f"toolu_{_hex()}", "name": d.tool, "input": d.args})
+    for name, args in d.calls():
+        blocks.append({"type": "tool_use", "id": f"toolu_{_hex()}", "name": name, "input": args})
     stop = "tool_use" if d.kind == "tool" else "end_turn"
     message = {
         "id": msg_id,
@@ -447,6 +484,13 @@ def render_anthropic(d: Decision, model: str, t: Tokens, stream: bool) -> Reply:
     return Reply("".join(out).encode(), "text/event-stream", msg_id, usage)
 
 
+def _responses_items(d: Decision) -> list[Json]:
+    first = _responses_item(d)
+    more = [{"type": "function_call", "id": f"fc_{_hex()}", "status": "completed", "call_id": f"call_{_hex()}",
+             "name": name, "arguments": json.dumps(args)} for name, args in d.more]
+    return [first, *more]
+
+
 def _responses_item(d: Decision) -> Json:
     if d.kind == "text":
         return {
@@ -479,21 +523,31 @@ def _responses_item(d: Decision) -> Json:
 def render_responses(d: Decision, model: str, t: Tokens, stream: bool) -> Reply:
     resp_id = f"resp_{_hex()}"
     usage = responses_usage(t)
-    item = _responses_item(d)
+    items = _responses_items(d)
     created = int(time.time())
     base = {"id": resp_id, "object": "response", "created_at": created, "model": model}
-    final = {**base, "status": "completed", "output": [item], "usage": usage}
+    final = {**base, "status": "completed", "output": items, "usage": usage}
     if not stream:
         return Reply(json.dumps(final).encode(), "application/json", resp_id, usage)
     seq = iter(range(1000))
     events: list[tuple[str, Json]] = [
         ("response.created", {"response": {**base, "status": "in_progress", "output": []}}),
         ("response.in_progress", {"response": {**base, "status": "in_progress", "output": []}}),
-        ("response.output_item.added", {"output_index": 0, "item": {**item, "status": "in_progress"}}),
+    ]
+    for index, item in enumerate(items):
+        events += _responses_item_events(d, item, index)
+    events.append(("response.completed", {"response": final}))
+    body = "".join(_sse(name, {"type": name, "sequence_number": next(seq), **data}) for name, data in events)
+    return Reply(body.encode(), "text/event-stream", resp_id, usage)
+
+
+def _responses_item_events(d: Decision, item: Json, index: int) -> list[tuple[str, Json]]:
+    events: list[tuple[str, Json]] = [
+        ("response.output_item.added", {"output_index": index, "item": {**item, "status": "in_progress"}}),
     ]
     if item["type"] == "message":
         part = item["content"][0]
-        ids = {"item_id": item["id"], "output_index": 0, "content_index": 0}
+        ids = {"item_id": item["id"], "output_index": index, "content_index": 0}
         events += [
             ("response.content_part.added", {**ids, "part": {**part, "text": ""}}),
             ("response.output_text.delta", {**ids, "delta": d.text}),
@@ -501,36 +555,29 @@ def render_responses(d: Decision, model: str, t: Tokens, stream: bool) -> Reply:
             ("response.content_part.done", {**ids, "part": part}),
         ]
     elif item["type"] == "function_call":
-        ids = {"item_id": item["id"], "output_index": 0}
+        ids = {"item_id": item["id"], "output_index": index}
         events += [
             ("response.function_call_arguments.delta", {**ids, "delta": item["arguments"]}),
             ("response.function_call_arguments.done", {**ids, "arguments": item["arguments"]}),
         ]
-    events += [
-        ("response.output_item.done", {"output_index": 0, "item": item}),
-        ("response.completed", {"response": final}),
-    ]
-    body = "".join(_sse(name, {"type": name, "sequence_number": next(seq), **data}) for name, data in events)
-    return Reply(body.encode(), "text/event-stream", resp_id, usage)
+    events.append(("response.output_item.done", {"output_index": index, "item": item}))
+    return events
 
 
 def render_chat(d: Decision, model: str, t: Tokens, stream: bool) -> Reply:
     resp_id = f"chatcmpl-{_hex()}"
     usage = chat_usage(t)
     created = int(time.time())
-    tool_call = None
-    if d.kind == "tool":
-        tool_call = {
-            "id": f"call_{_hex()}",
-            "type": "function",
-            "function": {"name": d.tool, "arguments": json.dumps(d.args)},
-        }
-    finish = "tool_calls" if tool_call else "stop"
+    tool_calls = [
+        {"id": f"call_{_hex()}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+        for name, args in d.calls()
+    ]
+    finish = "tool_calls" if tool_calls else "stop"
     base = {"id": resp_id, "created": created, "model": model}
     if not stream:
         message: Json = {"role": "assistant", "content": d.text if d.kind == "text" else None}
-        if tool_call:
-            message["tool_calls"] = [tool_call]
+        if tool_calls:
+            message["tool_calls"] = tool_calls
         completion = {
             **base,
             "object": "chat.completion",
@@ -547,9 +594,9 @@ def render_chat(d: Decision, model: str, t: Tokens, stream: bool) -> Reply:
         }
 
     chunks = [chunk({"role": "assistant", "content": ""}, None)]
-    if tool_call:
-        chunks.append(chunk({"tool_calls": [{"index": 0, **tool_call}]}, None))
-    else:
+    for index, tool_call in enumerate(tool_calls):
+        chunks.append(chunk({"tool_calls": [{"index": index, **tool_call}]}, None))
+    if not tool_calls:
         chunks.append(chunk({"content": d.text}, None))
     chunks.append(chunk({}, finish))
     chunks.append({**base, "object": "chat.completion.chunk", "choices": [], "usage": usage})
@@ -560,9 +607,10 @@ def render_chat(d: Decision, model: str, t: Tokens, stream: bool) -> Reply:
 def render_gemini(d: Decision, model: str, t: Tokens, stream: bool) -> Reply:
     resp_id = f"gresp_{_hex()}"
     usage = gemini_usage(t)
-    part: Json = {"text": d.text} if d.kind == "text" else {"functionCall": {"name": d.tool, "args": d.args}}
+    parts: list[Json] = [{"functionCall": {"name": name, "args": args}} for name, args in d.calls()]
+    parts = parts or [{"text": d.text}]
     body = {
-        "candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}],
+        "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
         "usageMetadata": usage,
         "modelVersion": model,
         "responseId": resp_id,
