@@ -198,6 +198,9 @@ def _origin(data: dict[str, Any]) -> str:
     return "user"
 
 
+_STOPPED = "User rejected tool use"  # a tool the user stopped: interrupted (Ctrl-C) or refused
+
+
 def _tool_result(
     record: RawRecord, data: dict[str, Any], session: str | None, block: dict[str, Any], time_ns: int | None
 ) -> AgentActivityEntry:
@@ -210,7 +213,10 @@ def _tool_result(
         "tool.result.status": "error" if failed else "success",
         **_scope(data),
     }
-    if failed:
+    if failed and data.get("toolUseResult") == _STOPPED:
+        attrs.update({"tool.result.status": "cancelled", "error.type": "cancelled"})
+        attrs["error.message"] = result if isinstance(result, str) else _STOPPED
+    elif failed:
         attrs["error.type"] = "tool_error"
         attrs["error.message"] = result if isinstance(result, str) else None
     else:
