@@ -20,6 +20,15 @@ tool.call and tool.result ids come from the message and tool call ids, so the re
   which Gemini bills as output, so output = output + thoughts.
 
 Message lines do not carry the session id: it is read once per file from the header (first) line.
+
+Sub-agents (``invoke_agent``) write their own chat log, ``chats/<session id>/<sub-agent id>.jsonl``, whose
+header says ``kind: "subagent"`` and carries the sub-agent's id as ``sessionId``. Its entries belong to
+the parent session (the folder's name) with ``gen_ai.agent.scope: subagent`` and ``gen_ai.agent.id``;
+the header gives ``subagent.start``. The parent's ``invoke_agent`` tool call, written when the sub-agent
+has finished, names it (``agentId``): that gives ``subagent.end`` and the link to the call
+(``gen_ai.subagent.parent_tool_call.id``). Sub-agent lines look the call up in the parent's chat log
+(``collector/agents/gemini_links.py``); lines read while the sub-agent still runs (live, before the parent
+wrote the call) carry no link, which ``subagent.end`` then gives.
 """
 
 from __future__ import annotations
@@ -44,6 +53,7 @@ from collector.agents.common import (
     text_message,
     usage_attributes,
 )
+from collector.agents.gemini_links import SubagentFile, subagent_of
 from collector.model import AgentActivityEntry, RawRecord
 
 HEADER_BYTES = 64 * 1024
@@ -147,10 +157,49 @@ _CHAT_DESCRIBED = {_prompt, _after_model, _before_tool, _after_tool}
 
 def _parse_chat_line(record: RawRecord) -> list[AgentActivityEntry]:
     data = record.data
+    path = str(record.meta.get("path", ""))
+    sub = subagent_of(path)
+    if data.get("kind") == "subagent" and sub:
+        return [_subagent_start(record, data, sub)]
     if "$set" in data or "type" not in data:
         return []  # patches replay history; the header starts (or resumes) the log
-    session = data.get("sessionId") or _header_session(str(record.meta.get("path", "")))
+    if sub:
+        return [_in_subagent(e, sub) for e in _message(record, data, sub.session) if e.name != "user.prompt"]
+    session = data.get("sessionId") or _header_session(path)
     return _message(record, data, session if isinstance(session, str) else None)
+
+
+def _in_subagent(entry: AgentActivityEntry, sub: SubagentFile) -> AgentActivityEntry:
+    entry.attributes.update({"gen_ai.agent.scope": "subagent", "gen_ai.agent.id": sub.agent_id})
+    parent = sub.parent_call()
+    if parent:
+        entry.attributes["gen_ai.subagent.parent_tool_call.id"] = parent[0]
+        entry.attributes["gen_ai.turn.id"] = parent[1]
+    return entry
+
+
+def _subagent_start(record: RawRecord, header: dict[str, Any], sub: SubagentFile) -> AgentActivityEntry:
+    parent = sub.parent_call()
+    attrs = {"gen_ai.agent.scope": "subagent", "gen_ai.agent.id": sub.agent_id,
+             "gen_ai.subagent.parent_tool_call.id": parent[0] if parent else None,
+             "gen_ai.turn.id": parent[1] if parent else None}
+    start = iso_to_ns(header.get("startTime"))
+    return native_entry(record, "subagent.start", start, sub.session, sub.agent_id, attrs)
+
+
+def _subagent_end(record: RawRecord, call: dict[str, Any], session: str | None,
+                  time_ns: int | None) -> list[AgentActivityEntry]:
+    """The parent's invoke_agent call, written once the sub-agent finished, names it."""
+    agent_id = call.get("agentId")
+    if not isinstance(agent_id, str) or not agent_id or _FINAL.get(str(call.get("status"))) is None:
+        return []
+    display = call.get("resultDisplay")
+    attrs = {"gen_ai.agent.scope": "subagent", "gen_ai.agent.id": agent_id,
+             "gen_ai.subagent.parent_tool_call.id": call["id"],
+             "gen_ai.subagent.type": display.get("agentName") if isinstance(display, dict) else None,
+             "session.reason": display.get("terminateReason") if isinstance(display, dict) else None}
+    end = iso_to_ns(call.get("timestamp")) or time_ns
+    return [native_entry(record, "subagent.end", end, session, agent_id, attrs)]
 
 
 def _parse_document(record: RawRecord) -> list[AgentActivityEntry]:
@@ -215,8 +264,10 @@ def _tool_call(record: RawRecord, call: dict[str, Any], msg_id: str, session: st
                time_ns: int | None) -> list[AgentActivityEntry]:
     call_id = call["id"]
     attrs = {"gen_ai.tool.name": call.get("name"), "gen_ai.tool.call.id": call_id,
-             "gen_ai.tool.call.arguments": call.get("args"), "gen_ai.response.id": msg_id}
+             "gen_ai.tool.call.arguments": call.get("args"), "gen_ai.response.id": msg_id,
+             "gen_ai.tool.type": "agent" if call.get("agentId") else None}
     entries = [native_entry(record, "tool.call", time_ns, session, call_id, attrs)]
+    entries += _subagent_end(record, call, session, time_ns)
     status = _FINAL.get(str(call.get("status")))
     if status is None:
         return entries  # still scheduled or running: the result comes with a later copy of the message
@@ -226,6 +277,8 @@ def _tool_call(record: RawRecord, call: dict[str, Any], msg_id: str, session: st
     result = _result_attrs(call_id, call.get("name"), failed, exit_code, output, error)
     if status == "cancelled":
         result.update({"tool.result.status": "cancelled", "error.type": "cancelled"})
+    if isinstance(call.get("agentId"), str):
+        result["gen_ai.subagent.id"] = call["agentId"]
     end_ns = iso_to_ns(call.get("timestamp"))
     entries.append(native_entry(record, "tool.result", end_ns or time_ns, session, call_id, result))
     return entries
