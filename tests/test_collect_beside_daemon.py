@@ -54,8 +54,9 @@ def environment(home: Path) -> dict[str, str]:
 def daemon(tmp_path: Path) -> Iterator[tuple[Path, subprocess.Popen[bytes]]]:
     home = tmp_path / "home"
     home.mkdir()
+    log = (tmp_path / "daemon.log").open("wb")  # a pipe nobody reads would fill and block the daemon's logging
     proc = subprocess.Popen([sys.executable, "-m", "collector", "run", "--home", str(home)], cwd=ROOT,
-                            env=environment(home), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                            env=environment(home), stdout=subprocess.DEVNULL, stderr=log)
     lock = home / ".local" / "share" / "agent-collector" / "state" / "collector.lock"
     deadline = time.monotonic() + 30
     while not (lock.exists() and lock.read_text().strip() == str(proc.pid)):
@@ -69,6 +70,7 @@ def daemon(tmp_path: Path) -> Iterator[tuple[Path, subprocess.Popen[bytes]]]:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        log.close()
 
 
 @pytest.mark.timeout(180)
