@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import shutil
+import time
 from collections import Counter
 from collections.abc import Callable
 from functools import lru_cache
@@ -65,6 +66,12 @@ def collect(paths: Paths, output: Path | None = None, config: Config | None = No
     finally:
         service.shutdown()
     return read_output(output or paths.output_dir)
+
+
+def long_after() -> int:
+    """The idle rule's "now" for fixtures: a year on, so every session the agent left open is closed,
+    whatever the age of the capture."""
+    return time.time_ns() + 365 * 86400 * 10**9
 
 
 def prepare_fixture(case: Path, tmp: Path) -> Paths:

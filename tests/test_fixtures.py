@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -17,18 +16,13 @@ from support import (
     assert_schema_valid,
     collect,
     entry_tokens,
+    long_after,
     prepare_fixture,
     tool_pairs,
     truth_from_file,
 )
 
 CASES = sorted(p.parent for p in FIXTURES.glob("*/*/expected.json"))
-
-
-def long_after() -> int:
-    """The idle rule's "now" for fixtures: a year on, so every session the agent left open is closed
-    whatever the age of the capture."""
-    return time.time_ns() + 365 * 86400 * 10**9
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{c.parent.name}/{c.name}" for c in CASES])

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import FIXTURES, ROOT, collect, prepare_fixture
+from support import FIXTURES, ROOT, collect, long_after, prepare_fixture
 
 from collector.definitions import load_definitions
 from collector.paths import Paths
@@ -59,11 +59,11 @@ def _comparable(entries: list[dict[str, Any]], agent: str) -> list[dict[str, Any
                          ids=lambda p: p.parent.name)
 def test_an_agent_added_by_one_definition_file_behaves_like_the_one_it_copies(case: Path, tmp_path: Path) -> None:
     first = prepare_fixture(case.parent, tmp_path / "original")
-    original = collect(first)
+    original = collect(first, clock=long_after)
     second = _as_dummy(case.parent, tmp_path / "dummy")
     second.state_dir.mkdir(parents=True)  # one install: the same content key, so the same digests
     shutil.copy2(first.state_dir / KEY_FILE, second.state_dir / KEY_FILE)
-    dummy = collect(second)
+    dummy = collect(second, clock=long_after)
     assert {e["gen_ai.agent.type"] for e in dummy} == {DUMMY}
     statuses = [e for e in original if e["event.name"] == "session.status"]
     assert len(statuses) >= 3, "the fixture drives the session status through several states"
