@@ -104,6 +104,9 @@ def test_cost_equals_a_hand_computation_from_the_price_table(case: Path, tmp_pat
     truth = recorded(case, entry_tokens(read_output(paths.output_dir)))
     total = report(paths, "daily")["total"]
     costs = [_hand_cost(r) for r in truth]
+    if not truth:  # the agent stored no usage at all (OpenCode killed mid-step): nothing to price
+        assert total["unpriced_calls"] == 0 and not total["cost_usd"]
+        return
     if all(c is None for c in costs):
         assert total["cost_usd"] is None, "a model the table does not know is unpriced, never zero"
         assert total["unpriced_calls"] == len(truth) > 0
