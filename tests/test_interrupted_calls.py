@@ -22,8 +22,8 @@ def test_an_open_call_of_an_ended_session_is_closed_as_interrupted() -> None:
     c.apply(entry("tool.call", 3, **{"gen_ai.tool.call.id": "done", "gen_ai.tool.name": "bash"}))
     c.apply(entry("tool.result", 4, **{"gen_ai.tool.call.id": "done"}))
     assert c.close_interrupted(99) == [], "the session has not ended"
+    c = Correlator(json.loads(json.dumps(c.state())))  # the open calls survive a restart
     c.apply(entry("session.end", 10))
-    c = Correlator(json.loads(json.dumps(c.state())))  # the state survives a restart
     (closed,) = c.close_interrupted(99)
     assert closed["event.id"] == event_id("a", "s", "tool.result", "open"), "the id a real result would have"
     assert (closed["tool.result.status"], closed["error.type"]) == ("cancelled", "interrupted")
