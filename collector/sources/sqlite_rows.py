@@ -13,7 +13,7 @@ watermark and is read again; the parser gives each row's entries ids from the ro
 re-read row never duplicates an entry. The position also holds the database file's inode: a database
 that was deleted and created anew is read from the start.
 
-The agent's tables need not have an index on the watermark (OpenCode's have none), and we never add one
+The agent's tables need not have an index on the watermark (some agents ship none), and we never add one
 (we never write to the agent's database). So rows are found in *windows*: one query gives the rowids
 (with watermark and key) of the next ``WINDOW_ROWS`` changed rows in order, a single pass over the
 table's small columns with SQLite's bounded top-N sort; then the rows themselves are read ``batch_rows``
