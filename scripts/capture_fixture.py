@@ -5,7 +5,8 @@ with the collector's own hooks installed by `agent-collector install`.
     .venv/bin/python scripts/capture_fixture.py --agent claude-code --case failing_command \\
         --turn 'Please run `cat /nonexistent/file-xyz` in the shell and tell me what happened.'
     (a turn starting with '+' resumes the session in a new process; one starting with '!' is interrupted:
-    SIGINT to the agent's process group two seconds after the model asked for a tool, then SIGKILL)
+    SIGINT to the agent's process group two seconds after the model asked for a tool, then SIGKILL;
+    {workdir} is the project folder)
 
 Writes tests/fixtures/<agent>/<case>/: home/<the agent's session files>, spool/<agent>/*.jsonl (what our
 hook wrote), response_usage.jsonl (the server's exact usage per reply). expected.json is written by hand.
@@ -37,7 +38,11 @@ SESSION_GLOBS = {
     "qwen-code": [".qwen/projects/*/chats/*.jsonl", ".qwen/projects/*/chats/*/*.jsonl",
                   ".qwen/projects/*/subagents/**/*.jsonl"],
     "opencode": [".local/share/opencode/opencode.db*"],
+    "kilo-code": [".local/share/kilo/kilo.db*"],
+    "copilot": [".copilot/session-state/*/events.jsonl", ".copilot/session-store.db*"],
 }
+# OpenCode and Kilo run a background `npm install` against the harness's dead registry: no retries
+EXTRA_ENV = {"npm_config_fetch_retries": "0"}
 
 
 def collector(home: Path, *args: str) -> None:
@@ -50,7 +55,7 @@ def run_turn(agent: str, home: Path, work: Path, server: FakeLLMServer, turn: st
     resume, interrupt = turn.startswith("+"), turn.lstrip("+").startswith("!")
     prompt = turn.lstrip("+").lstrip("!")
     if not interrupt:
-        return run_agent(agent, home, work, server, prompt, resume=resume)
+        return run_agent(agent, home, work, server, prompt, resume=resume, extra_env=EXTRA_ENV)
     before = len(server.decisions())
     return run_agent_interrupted(agent, home, work, server, prompt, resume=resume,
                                  started=lambda: any(d[0] == "tool" for d in server.decisions()[before:]))
@@ -75,7 +80,7 @@ def main() -> None:
                 override.write_text(json.dumps({"id": "claude-code", "integration_variant": "settings"}))
             collector(home, "install", "--agent", args.agent)
             for turn in args.turn:
-                result = run_turn(args.agent, home, work, server, turn)
+                result = run_turn(args.agent, home, work, server, turn.replace("{workdir}", str(work)))
                 print(f"turn rc={result.returncode}: {result.stdout[-300:]}", file=sys.stderr)
             usage = list(server.responses)
         if dest.exists():

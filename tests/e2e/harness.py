@@ -6,7 +6,7 @@ environment (HOME and XDG dirs under the throwaway home, no inherited API keys o
 on 127.0.0.1) and ``run_agent`` runs one non-interactive turn, optionally resuming the previous session.
 ``SCENARIOS`` holds the scripted scenarios; ``run_scenario`` runs all turns of one.
 
-Agent ids: ``claude-code``, ``codex``, ``gemini-cli``, ``qwen-code``, ``opencode``.
+Agent ids: ``claude-code``, ``codex``, ``gemini-cli``, ``qwen-code``, ``opencode``, ``kilo-code``, ``copilot``.
 """
 
 from __future__ import annotations
@@ -30,13 +30,14 @@ try:
 except ImportError:  # imported as a top-level module (tests/e2e on sys.path)
     from npm_agents import agent_bin
 
-AGENTS = ("claude-code", "codex", "gemini-cli", "qwen-code", "opencode")
+AGENTS = ("claude-code", "codex", "gemini-cli", "qwen-code", "opencode", "kilo-code", "copilot")
 FAKE_KEY = "sk-fake-key-for-e2e"
 CLAUDE_MODEL = "claude-sonnet-4-5"
 CODEX_MODEL = "gpt-5.5"  # a slug from codex's bundled model list: no "unknown model" warnings
 GEMINI_MODEL = "gemini-2.5-pro"
 QWEN_MODEL = "qwen3-coder-plus"
-OPENCODE_MODEL = "fake/fake-model"
+OPENCODE_MODEL = "fake/fake-model"  # also Kilo Code's (an OpenCode fork, same provider config)
+COPILOT_MODEL = "gpt-4.1"
 DEAD_REGISTRY = "http://127.0.0.1:9/"  # OpenCode's background `npm install` of plugin deps fails fast here
 REAP_GRACE_S = 10.0  # how long children left in an agent's process group may run on after it exits
 CODEX_MARK_BEGIN = "# >>> agent-collector e2e harness: base config (top-level keys) >>>"
@@ -146,12 +147,46 @@ def _opencode_env(home: Path, server: ServerLike) -> dict[str, str]:
     return env
 
 
+def _kilo_env(home: Path, server: ServerLike) -> dict[str, str]:
+    env = {
+        name: "1"
+        for name in (
+            "KILO_DISABLE_AUTOUPDATE",
+            "KILO_DISABLE_MODELS_FETCH",
+            "KILO_DISABLE_DEFAULT_PLUGINS",
+            "KILO_DISABLE_LSP_DOWNLOAD",
+            "KILO_DISABLE_SHARE",
+            "KILO_DISABLE_CLAUDE_CODE",
+            "KILO_DISABLE_EXTERNAL_SKILLS",
+            "KILO_DISABLE_SESSION_INGEST",
+            "KILO_DISABLE_CODEBASE_INDEXING",
+            "KILO_DISABLE_PRESENCE",
+        )
+    }
+    env["KILO_TELEMETRY_LEVEL"] = "off"  # anything but "all" turns off its PostHog client
+    for name in ("npm_config_registry", "NPM_CONFIG_REGISTRY", "BUN_CONFIG_REGISTRY"):
+        env[name] = DEAD_REGISTRY
+    return env
+
+
+def _copilot_env(home: Path, server: ServerLike) -> dict[str, str]:
+    return {
+        "COPILOT_OFFLINE": "true",
+        "COPILOT_PROVIDER_BASE_URL": f"{server.url}/v1",
+        "COPILOT_PROVIDER_TYPE": "openai",
+        "COPILOT_PROVIDER_API_KEY": FAKE_KEY,
+        "COPILOT_MODEL": COPILOT_MODEL,
+    }
+
+
 _AGENT_ENV: dict[str, Callable[[Path, ServerLike], dict[str, str]]] = {
     "claude-code": _claude_env,
     "codex": _codex_env,
     "gemini-cli": _gemini_env,
     "qwen-code": _qwen_env,
     "opencode": _opencode_env,
+    "kilo-code": _kilo_env,
+    "copilot": _copilot_env,
 }
 
 
@@ -309,37 +344,50 @@ def _write_qwen(home: Path, workdir: Path, server: ServerLike) -> None:
 
 
 def _write_opencode(home: Path, workdir: Path, server: ServerLike) -> None:
-    merge_json(
-        home / ".config" / "opencode" / "opencode.json",
-        {
-            "$schema": "https://opencode.ai/config.json",
-            "autoupdate": False,
-            "share": "disabled",
-            "model": OPENCODE_MODEL,
-            "small_model": OPENCODE_MODEL,
-            "permission": {
-                "edit": "allow",
-                "bash": "allow",
-                "webfetch": "allow",
-                "external_directory": "allow",
-            },
-            "provider": {
-                "fake": {
-                    # bundled in the opencode binary: nothing is downloaded
-                    "npm": "@ai-sdk/openai-compatible",
-                    "name": "Fake local LLM",
-                    "options": {"baseURL": f"{server.url}/v1", "apiKey": FAKE_KEY},
-                    "models": {
-                        "fake-model": {
-                            "name": "Fake Model",
-                            "tool_call": True,
-                            "limit": {"context": 200000, "output": 8192},
-                        }
-                    },
-                }
-            },
+    merge_json(home / ".config" / "opencode" / "opencode.json", _opencode_config(server))
+
+
+def _write_kilo(home: Path, workdir: Path, server: ServerLike) -> None:
+    """Kilo Code reads OpenCode's config format from ``~/.config/kilo/kilo.jsonc`` (plain JSON is JSONC)."""
+    config = _opencode_config(server)
+    config["$schema"] = "https://app.kilo.ai/config.json"
+    merge_json(home / ".config" / "kilo" / "kilo.jsonc", config)
+
+
+def _write_copilot(home: Path, workdir: Path, server: ServerLike) -> None:
+    """Copilot takes its provider from the environment; settings only silence the first-run prompts."""
+    merge_json(home / ".copilot" / "settings.json", {"trusted_folders": [str(workdir)]})
+
+
+def _opencode_config(server: ServerLike) -> dict[str, Any]:
+    return {
+        "$schema": "https://opencode.ai/config.json",
+        "autoupdate": False,
+        "share": "disabled",
+        "model": OPENCODE_MODEL,
+        "small_model": OPENCODE_MODEL,
+        "permission": {
+            "edit": "allow",
+            "bash": "allow",
+            "webfetch": "allow",
+            "external_directory": "allow",
         },
-    )
+        "provider": {
+            "fake": {
+                # bundled in the opencode binary: nothing is downloaded
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "Fake local LLM",
+                "options": {"baseURL": f"{server.url}/v1", "apiKey": FAKE_KEY},
+                "models": {
+                    "fake-model": {
+                        "name": "Fake Model",
+                        "tool_call": True,
+                        "limit": {"context": 200000, "output": 8192},
+                    }
+                },
+            }
+        },
+    }
 
 
 _AGENT_CONFIG: dict[str, Callable[[Path, Path, ServerLike], None]] = {
@@ -348,6 +396,8 @@ _AGENT_CONFIG: dict[str, Callable[[Path, Path, ServerLike], None]] = {
     "gemini-cli": _write_gemini,
     "qwen-code": _write_qwen,
     "opencode": _write_opencode,
+    "kilo-code": _write_kilo,
+    "copilot": _write_copilot,
 }
 
 
@@ -399,6 +449,9 @@ def agent_command(agent: str, prompt: str, resume: bool) -> list[str]:
             "--output-format",
             "stream-json",
         ]
+        return cmd + (["--continue"] if resume else [])
+    if agent == "copilot":
+        cmd = [exe, "-p", prompt, "--allow-all", "--output-format", "json", "--no-auto-update"]
         return cmd + (["--continue"] if resume else [])
     cmd = [
         exe,
@@ -656,7 +709,10 @@ def session_files(agent: str, home: Path, workdir: Path) -> list[Path]:
         )
     if agent == "qwen-code":
         return sorted((home / ".qwen" / "projects" / path_slug(workdir) / "chats").glob("*.jsonl"))
-    db = home / ".local" / "share" / "opencode" / "opencode.db"
+    if agent == "copilot":
+        return sorted((home / ".copilot" / "session-state").glob("*/events.jsonl"))
+    name = "kilo" if agent == "kilo-code" else "opencode"
+    db = home / ".local" / "share" / name / f"{name}.db"
     return [db] if db.is_file() else []
 
 

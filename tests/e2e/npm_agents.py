@@ -43,6 +43,8 @@ AGENT_PACKAGES: dict[str, tuple[str, str]] = {
     "gemini-cli": ("@google/gemini-cli", "gemini"),
     "qwen-code": ("@qwen-code/qwen-code", "qwen"),
     "opencode": ("opencode-ai", "opencode"),
+    "kilo-code": ("@kilocode/cli", "kilo"),
+    "copilot": ("@github/copilot", "copilot"),
 }
 # Packages whose npm postinstall copies a platform binary (shipped as an optional registry package)
 # over a placeholder: after install the bin must be a real executable, not the small stub.
