@@ -144,7 +144,8 @@ def test_prefiltered_masker_equals_the_plain_rule_set() -> None:
         value = {sample["text"]: [sample["text"]]}
         assert fast.mask_value(value) == plain.mask_value(value)
     entries = [json.loads(e) for e in _fixture_entries()]
-    assert len({e["gen_ai.agent.type"] for e in entries}) == 5
+    assert {e["gen_ai.agent.type"] for e in entries} == {p.name for p in FIXTURES.iterdir()
+                                                          if any(p.glob("*/expected.json"))}
     for i, entry in enumerate(entries):
         planted = _plant(entry, POSITIVES[i % len(POSITIVES)]["text"])
         for candidate in (entry, planted):
