@@ -132,6 +132,21 @@ class Service:
 
     def startup(self) -> None:
         self._take_lock()
+        try:
+            self._start()
+        except BaseException:
+            self._release()  # a start that failed (a bad config, a broken plug-in) holds nothing
+            raise
+
+    def _release(self) -> None:
+        if self._store:
+            self._store.close()
+            self._store = None
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def _start(self) -> None:
         self._repair_modes()
         self._store = open_checkpoints(self.paths.state_dir / CHECKPOINTS_FILE, [self.output_dir])
         self._rebuilt = self._store.get(REBUILT_KEY)  # a corrupt state was moved aside: status says so
@@ -158,11 +173,7 @@ class Service:
         shutdown_all(self.exporters, EXPORTERS_SHUTDOWN_S)
         self.spool_writer.close()
         self._write_status()
-        if self._store:
-            self._store.close()
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
+        self._release()
 
     def _repair_modes(self) -> None:
         """Our files are 0600 and our directories 0700; tighten what an older version or a loose umask
