@@ -68,6 +68,7 @@ from collector.state.rebuild import REBUILT_KEY, open_checkpoints
 from collector.util import private
 from collector.util.atomic import atomic_write
 from collector.util.private import open_private, private_dir
+from collector.wake_filter import WakeFilter
 
 log = logging.getLogger("collector")
 SESSIONS_KEY = "status.sessions"  # where an older version kept the status tracker's open sessions
@@ -79,6 +80,7 @@ Progress = Callable[[str, int], None]  # (source name, records so far)
 HOUSEKEEP_EVERY_S = 60.0  # how often the daemon applies [retention] (spool, outputs, quarantine, logs)
 PRUNE_EVERY_S = 3600.0  # how often the daemon forgets dedupe ids older than collector.seen_retention_days
 RETRY_HELD_S = 1.0  # how often a batch an exporter refused is offered again
+STATUS_EVERY_S = 1.0  # status.json is rewritten at most this often (and only when it changed)
 WORKER_JOIN_S = 1.5  # how long a stop waits for the worker to reach a batch boundary
 EXPORTERS_SHUTDOWN_S = 2.5  # budget for every exporter's shutdown together (queues drain meanwhile)
 
@@ -126,6 +128,9 @@ class Service:
         self.spool_writer = SpoolWriter(paths.spool_dir)
         self.status: SessionStatusTracker | None = None  # built at startup from the definitions' status rules
         self.requests = RequestDesk(paths.state_dir)  # collect --once runs handed to the daemon
+        self._status_body = b""  # status.json as last written, without its time
+        self._status_at = -STATUS_EVERY_S  # when (monotonic)
+        self._status_held = False  # a change not written yet (the once-a-second limit)
         self.external = ExternalAgents(self.config.external_agents)  # entire-agent-* plugins, when enabled
 
     # -- lifecycle --------------------------------------------------------------------------------
@@ -276,7 +281,7 @@ class Service:
                     break
             else:
                 self._close_idle_sessions(result)
-        self._write_status()
+        self._write_status(force=False)
         if result.blocked is None and (self._housekept_at is None
                                        or time.monotonic() - self._housekept_at >= HOUSEKEEP_EVERY_S):
             self.housekeep()
@@ -499,6 +504,9 @@ class Service:
                 self._watch_dirs = self._current_watch_dirs()
                 if result.blocked is not None:
                     self._stop.wait(RETRY_HELD_S)
+                elif self._status_held and not self._wake.wait(min(interval, STATUS_EVERY_S)):
+                    self._write_status()  # the change held back by the once-a-second limit
+                    self._wake.wait(interval)
                 else:
                     self._wake.wait(interval)
         except Exception:
@@ -530,9 +538,11 @@ class Service:
                 await asyncio.sleep(1)
                 continue
             try:
-                async for _ in watchfiles.awatch(*dirs, debounce=20, step=10, stop_event=self._stop,
-                                                 rust_timeout=1000, yield_on_timeout=True):
-                    self._wake.set()
+                async for changes in watchfiles.awatch(*dirs, debounce=20, step=10, stop_event=self._stop,
+                                                       rust_timeout=1000, yield_on_timeout=True,
+                                                       watch_filter=WakeFilter()):
+                    if changes:  # a timeout yields nothing: it only lets the directories be checked
+                        self._wake.set()
                     if self._watch_dirs != dirs:
                         break  # new directories appeared: watch them too
             except (OSError, RuntimeError) as exc:
@@ -573,11 +583,25 @@ class Service:
             "external_agents": self.external.status(),
         }
 
-    def _write_status(self) -> None:
+    def _write_status(self, force: bool = True) -> None:
+        """``status.json``, when it changed (its ``updated`` time aside), at most every STATUS_EVERY_S
+        unless forced; a change held back is written by the worker within that time."""
+        snapshot = self.snapshot()
+        updated = snapshot.pop("updated")
+        body = orjson.dumps(snapshot)
+        if body == self._status_body:
+            self._status_held = False
+            return
+        if not force and time.monotonic() - self._status_at < STATUS_EVERY_S:
+            self._status_held = True
+            return
+        snapshot["updated"] = updated
         try:
-            atomic_write(self.paths.state_dir / "status.json", orjson.dumps(self.snapshot()))
+            atomic_write(self.paths.state_dir / "status.json", orjson.dumps(snapshot))
         except OSError as exc:
             log.warning("cannot write status: %s", exc)
+            return
+        self._status_body, self._status_at, self._status_held = body, time.monotonic(), False
 
 
 def _disabled_by_user(paths: Paths) -> set[str]:

@@ -32,6 +32,8 @@ def paths_from(args: argparse.Namespace) -> Paths:
 def setup_logging(verbose: int = 0, quiet: bool = False) -> None:
     level = logging.WARNING if quiet else (logging.DEBUG if verbose > 1 else logging.INFO)
     logging.basicConfig(stream=sys.stderr, level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if level > logging.DEBUG:  # watchfiles says "N changes detected" at INFO on every file event
+        logging.getLogger("watchfiles").setLevel(logging.WARNING)
 
 
 def print_json(data: Any) -> None:

@@ -71,6 +71,7 @@ class JsonlFiles:
         self._decode = decode
         self._rotated: list[tuple[str, dict[str, Any]]] = []
         self._lag: dict[str, int] = {}  # path -> bytes written but not yet read (a partial last line)
+        self._lag_total = 0  # their sum, kept as they change
         self._refused: set[str] = set()  # paths that are not regular files, logged once
         self._unreadable: set[str] = set()  # folders a glob could not list
         self._inside_checked: set[str] = set()  # paths known to stay inside the globs
@@ -238,9 +239,11 @@ class JsonlFiles:
                 break
         self._positions[path] = (last or self._position(path, ident, cursor)).value
         st = os.fstat(fd)
-        self._lag[path] = max(0, st.st_size - cursor.offset)
+        lag = max(0, st.st_size - cursor.offset)
+        self._lag_total += lag - self._lag.get(path, 0)  # kept as it changes: no sum over every file
+        self._lag[path] = lag
         self._quiet[path] = (_stat_key(st), cursor.offset)
-        self.stats.extra["lag_bytes"] = sum(self._lag.values())
+        self.stats.extra["lag_bytes"] = self._lag_total
 
     def _drain_rotated(self, path: str) -> Iterable[Item]:
         for old_path, stored in self._rotated:

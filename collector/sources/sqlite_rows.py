@@ -26,6 +26,9 @@ next position from the watermark index, each row by its key; a row that cannot b
 counted (``stats.extra['corrupt_rows']``). The database file and its ``-wal``/``-shm`` must be regular
 files (a FIFO would block the open forever); anything else is refused and counted (``refused_files``).
 
+A read whose database and ``-wal`` have the inode, size and mtime they had when the last read went to the
+end runs no query (idle cost: two ``stat`` calls); it queries anyway every ``RECHECK_S``.
+
 Yields ``RawRecord(kind="sqlite", data={"table": name, "row": {column: value}})``.
 """
 
@@ -54,6 +57,8 @@ log = logging.getLogger(__name__)
 
 BATCH_ROWS = 500
 WINDOW_ROWS = 50_000  # changed rows located per pass over a table
+SETTLED_NS = 2_000_000_000  # files older than this can be trusted to change their mtime on a write
+RECHECK_S = 60.0  # an unchanged database is queried anyway this often (a write within one mtime tick)
 STUCK_GRACE_S = 5.0  # beyond the busy timeout, a query is considered stuck
 BUSY_TIMEOUT_S = 0.2  # short: we retry next cycle rather than wait on the agent
 WM, KEY = "__agent_collector_wm", "__agent_collector_key"  # aliases of the position columns
@@ -109,6 +114,8 @@ class SqliteRows:
         self.stats = SourceStats()
         self.stats.extra["busy"] = 0
         self._stuck = False
+        self._read_at: tuple[int, ...] | None = None  # the files' stat when a read last went to the end
+        self._queried_at = 0.0
         self._state: dict[str, TableState] = {}
         for spec in tables:
             stored = positions.get(self.stream(spec.table)) or {}
@@ -137,12 +144,16 @@ class SqliteRows:
         except OSError as exc:
             self._error(f"{self.path}: {exc.strerror}")
             return
+        stamp, stamped_ns = _stamp(self.path), time.time_ns()
+        if stamp is not None and stamp == self._read_at and time.monotonic() - self._queried_at < RECHECK_S:
+            return  # neither the database nor its -wal moved since a read found everything: no query
         try:
             conn = await asyncio.to_thread(self._connect)
         except sqlite3.Error as exc:
             self._error(f"{self.path}: cannot open read-only: {exc}")
             return
         self._stuck = False
+        trouble = (self.stats.errors, self.stats.extra["busy"])
         try:
             for spec in self.tables:
                 async for item in self._read_table(conn, spec, ino):
@@ -152,6 +163,8 @@ class SqliteRows:
         finally:
             if not self._stuck:  # a stuck query still owns the connection; it is dropped, not closed
                 conn.close()
+        if not self._stuck and trouble == (self.stats.errors, self.stats.extra["busy"]) and _settled(stamp, stamped_ns):
+            self._read_at, self._queried_at = stamp, time.monotonic()  # read to the end it had then
 
     def _connect(self) -> sqlite3.Connection:
         uri = f"file:{urllib.parse.quote(self.path)}?mode=ro"
@@ -312,6 +325,27 @@ class SqliteRows:
         self.stats.errors += 1
         self.stats.last_error = message
         log.warning("%s", message)
+
+
+def _stamp(path: str) -> tuple[int, ...] | None:
+    """The database's and its -wal's inode, size and mtime: the agent's commits move one of them."""
+    out: list[int] = []
+    for name in (path, path + "-wal"):
+        try:
+            st = os.stat(name)
+        except FileNotFoundError:
+            out += [0, 0, 0]
+            continue
+        except OSError:
+            return None
+        out += [st.st_ino, st.st_size, st.st_mtime_ns]
+    return tuple(out)
+
+
+def _settled(stamp: tuple[int, ...] | None, at_ns: int) -> bool:
+    """Both files had last changed well before their stat was taken: a later write shows a later mtime
+    (one within the same clock tick as the stat might not)."""
+    return stamp is not None and at_ns - max(stamp[2], stamp[5]) > SETTLED_NS
 
 
 def _data_version(conn: sqlite3.Connection) -> int:
