@@ -243,3 +243,19 @@ def test_the_int_tool_use_id_post_does_not_kill_the_daemon(tmp_path: Path) -> No
     finally:
         assert daemon.stop() == 0
     assert [e["event.id"] for e in read_output(daemon.out)] == written
+
+
+def test_a_lone_surrogate_in_a_record_becomes_u_fffd_before_any_encoder(tmp_path: Path) -> None:
+    from collector.agents.registry import load_parser
+    from collector.definitions import load_definitions
+
+    parse = load_parser(load_definitions(None).agents["claude-code"].parser)
+    quarantine = Quarantine(tmp_path / "q")
+    pipeline = Pipeline({"claude-code": AgentSettings(parse, capture=True)}, {"user.id": "u"}, lambda ids: set(),
+                        Correlator(), quarantine=quarantine)
+    data = hook("UserPromptSubmit", TS, prompt="cut \ud83d", prompt_id="p\udc00")
+    data["payload"]["session_id"] = "s\ud800"
+    out = pipeline.process([RawRecord("claude-code", "hook", data, "fp", "0", 1, {"path": "/s"})]).entries
+    [prompt] = [e for e in out if e["event.name"] == "user.prompt"]
+    assert prompt["gen_ai.session.id"] == "s\ufffd"
+    assert "\ufffd" in json.dumps(prompt, ensure_ascii=False) and quarantine.added == 0

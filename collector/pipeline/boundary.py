@@ -18,6 +18,7 @@ their own):
 from __future__ import annotations
 
 import math
+import re
 import time
 from dataclasses import replace
 from typing import Any
@@ -64,6 +65,9 @@ REQUIRED_BY_EVENT = {
 OURS = frozenset({"schema.version", "event.id", "event.name", "time_unix_nano", "observed_time_unix_nano"})
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 class Refused(Exception):
     """The record or entry cannot be made valid; it goes to quarantine with this reason."""
 
@@ -85,7 +89,8 @@ def _scan(value: Any, max_depth: int, max_nodes: int) -> tuple[str | None, bool]
         if nodes > max_nodes:
             return f"more than {max_nodes} values", unsafe
         if isinstance(item, dict):
-            unsafe = unsafe or not all(isinstance(k, str) for k in item)
+            unsafe = unsafe or not all(isinstance(k, str) and (k.isascii() or not _SURROGATE.search(k))
+                                       for k in item)
             children: Any = item.values()
         elif isinstance(item, (list, tuple)):
             children = item
@@ -94,6 +99,8 @@ def _scan(value: Any, max_depth: int, max_nodes: int) -> tuple[str | None, bool]
                 unsafe = unsafe or not -INT64_MAX - 1 <= item <= INT64_MAX
             elif isinstance(item, float):
                 unsafe = unsafe or not math.isfinite(item)
+            elif isinstance(item, str) and not item.isascii():
+                unsafe = unsafe or _SURROGATE.search(item) is not None
             continue
         if depth > max_depth:
             return f"nested deeper than {max_depth}", unsafe
@@ -103,7 +110,8 @@ def _scan(value: Any, max_depth: int, max_nodes: int) -> tuple[str | None, bool]
 
 def check_record(record: RawRecord) -> RawRecord:
     """The record itself if every walker can take it; a copy with unsafe values made safe (integers
-    beyond int64 and non-finite floats as strings, keys as strings); ``Refused`` if too deep or large."""
+    beyond int64 and non-finite floats as strings, keys as strings, lone surrogates as U+FFFD);
+    ``Refused`` if too deep or large."""
     problem, unsafe = _scan(record.data, MAX_DEPTH, MAX_NODES)
     if problem:
         raise Refused(problem)
@@ -202,8 +210,9 @@ def _hashable(value: Any) -> bool:
 
 
 def within_int64(value: Any) -> Any:
-    """Integers an encoder cannot carry (outside int64 / uint64) become strings; shape() already bounded
-    the walk, so this recursion is at most MAX_DEPTH deep."""
+    """Integers an encoder cannot carry (outside int64 / uint64) become strings, lone UTF-16 surrogates
+    (no UTF-8 encoder takes them) U+FFFD; shape() already bounded the walk, so this recursion is at most
+    MAX_DEPTH deep."""
     if isinstance(value, bool):
         return value
     if isinstance(value, int):
@@ -213,7 +222,9 @@ def within_int64(value: Any) -> Any:
     if isinstance(value, list):
         return [within_int64(v) for v in value]
     if isinstance(value, dict):
-        return {str(k): within_int64(v) for k, v in value.items()}
-    if value is None or isinstance(value, str):
+        return {_SURROGATE.sub("\ufffd", str(k)): within_int64(v) for k, v in value.items()}
+    if isinstance(value, str):
+        return value if value.isascii() else _SURROGATE.sub("\ufffd", value)
+    if value is None:
         return value
     return str(value)

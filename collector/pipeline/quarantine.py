@@ -63,7 +63,11 @@ class Quarantine:
 
     def add(self, record: RawRecord, stage: str, reason: str, keep_data: bool) -> None:
         self.added += 1
-        line = _line(record, stage, reason, keep_data, self.mask)
+        try:
+            line = _line(record, stage, reason, keep_data, self.mask)
+        except Exception as exc:  # noqa: BLE001 - the last resort must not fail: keep where and why only
+            line = _line(record, stage, reason, False, self.mask)
+            line["data_omitted"] = f"cannot be kept ({type(exc).__name__})"
         self.counts[(_source(line), _why(line))] += 1
         log.warning("%s %s record at %s:%s quarantined at %s: %s", record.agent, record.kind, line["path"],
                     record.position, stage, reason)
