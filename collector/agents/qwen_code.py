@@ -86,7 +86,8 @@ def _call_id(hook: HookEnvelope) -> str | None:
 
 def _tool_attrs(hook: HookEnvelope) -> dict[str, Any]:
     return {
-        "gen_ai.turn.id": hook.get("prompt_id"),
+        **_subagent_scope(hook.get("agent_id"), _agent_name(hook.get("agent_id"))),
+        "gen_ai.turn.id": _turn_of(hook.get("prompt_id")),
         "gen_ai.tool.name": hook.get("tool_name"),
         "gen_ai.tool.call.id": _call_id(hook),
         "gen_ai.tool.call.arguments": hook.get("tool_input"),
@@ -127,9 +128,30 @@ def _permission(record: RawRecord, hook: HookEnvelope, session: str | None) -> l
 
 def _subagent(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
     name = "subagent.start" if hook.event == "SubagentStart" else "subagent.end"
-    attrs = {"gen_ai.agent.scope": "subagent", "gen_ai.subagent.type": hook.get("agent_type"),
-             "gen_ai.agent.id": hook.get("agent_id")}
-    return [hook_entry(record, hook, name, session, attributes=attrs)]
+    attrs = {"gen_ai.subagent.type": hook.get("agent_type"), "gen_ai.turn.id": _turn_of(hook.get("prompt_id")),
+             **_subagent_scope(hook.get("agent_id"), hook.get("agent_type"))}
+    agent_id = hook.get("agent_id")
+    native = agent_id if isinstance(agent_id, str) and agent_id else None  # the sub-agent log's start has it too
+    return [hook_entry(record, hook, name, session, native, attrs)]
+
+
+def _subagent_scope(agent_id: Any, agent_name: Any) -> dict[str, Any]:
+    """A sub-agent's id is ``<agent name>-<the id of the tool call that started it>``."""
+    if not isinstance(agent_id, str) or not agent_id:
+        return {}
+    attrs = {"gen_ai.agent.scope": "subagent", "gen_ai.agent.id": agent_id}
+    if isinstance(agent_name, str) and agent_name and agent_id.startswith(agent_name + "-"):
+        attrs["gen_ai.subagent.parent_tool_call.id"] = agent_id[len(agent_name) + 1:]
+    return attrs
+
+
+def _turn_of(prompt_id: Any) -> str | None:
+    """The main prompt a prompt id belongs to: ``<session>########<n>``, also for the automatic
+    follow-ups (``…########<n>/automatic/<k>``); a sub-agent's own prompt ids
+    (``<session>#<agent id>#<n>``) name no turn of the session (the turn is then the one at its time)."""
+    if not isinstance(prompt_id, str) or "########" not in prompt_id:
+        return None
+    return prompt_id.split("/", 1)[0]
 
 
 def _stop_failure(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
@@ -166,12 +188,36 @@ def _parse_chat(record: RawRecord) -> list[AgentActivityEntry]:
     kind = data.get("type")
     time_ns = iso_to_ns(data.get("timestamp"))
     if kind == "assistant":
-        return _assistant(record, data, session, time_ns)
-    if kind == "tool_result":
-        return _tool_result(record, data, session, time_ns)
-    if kind == "system" and data.get("subtype") == "ui_telemetry":
-        return _telemetry(record, data, session, time_ns)
-    return []
+        entries = _assistant(record, data, session, time_ns)
+    elif kind == "tool_result":
+        entries = _tool_result(record, data, session, time_ns)
+    elif kind == "system" and data.get("subtype") == "ui_telemetry":
+        entries = _telemetry(record, data, session, time_ns)
+    elif kind == "user" and data.get("isSidechain") and data.get("parentUuid") is None:
+        entries = _subagent_begins(record, data, session, time_ns)
+    else:
+        return []
+    scope = _subagent_scope(data.get("agentId"), data.get("agentName"))  # a sub-agent's own log
+    for entry in entries if scope else []:
+        entry.attributes.update(scope)
+    return entries
+
+
+def _subagent_begins(record: RawRecord, data: dict[str, Any], session: str | None,
+                     time_ns: int | None) -> list[AgentActivityEntry]:
+    """The first record of a sub-agent's own log (its task): the sub-agent starts."""
+    agent_id = data.get("agentId")
+    if not isinstance(agent_id, str) or not agent_id:
+        return []
+    attrs = {"gen_ai.subagent.type": data.get("agentName")}
+    return [native_entry(record, "subagent.start", time_ns, session, agent_id, attrs)]
+
+
+def _agent_name(agent_id: Any) -> str | None:
+    """The agent name in a sub-agent id ``<name>-call_…`` (hooks name the id, not always the type)."""
+    if isinstance(agent_id, str) and "-call_" in agent_id:
+        return agent_id.rsplit("-call_", 1)[0]
+    return None
 
 
 def _parts(data: dict[str, Any]) -> list[dict[str, Any]]:
@@ -230,7 +276,7 @@ def _telemetry(record: RawRecord, data: dict[str, Any], session: str | None,
     if name == "qwen-code.api_response":
         return prompts + _api_response(record, event, session, time_ns)
     if name == "qwen-code.api_error":
-        attrs = {"gen_ai.turn.id": event.get("prompt_id"), "gen_ai.request.model": event.get("model"),
+        attrs = {"gen_ai.turn.id": _turn_of(event.get("prompt_id")), "gen_ai.request.model": event.get("model"),
                  "error.type": str(event.get("error_type") or "api_error"),
                  "error.message": _as_text(event.get("error"))}
         return prompts + [native_entry(record, "error", time_ns, session, str(data.get("uuid")), attrs)]
@@ -286,7 +332,8 @@ def _api_response(record: RawRecord, event: dict[str, Any], session: str | None,
     text = event.get("response_text")
     attrs = {
         "gen_ai.operation.name": "chat",
-        "gen_ai.turn.id": event.get("prompt_id"),
+        "gen_ai.turn.id": _turn_of(event.get("prompt_id")),
+        **_sub_prompt_scope(event.get("prompt_id"), session),
         "gen_ai.request.model": event.get("model"),
         "gen_ai.response.model": event.get("model"),
         "gen_ai.response.id": response_id,
@@ -305,6 +352,16 @@ def _api_response(record: RawRecord, event: dict[str, Any], session: str | None,
 
 
 # -- helpers ---------------------------------------------------------------------------------------------
+
+
+def _sub_prompt_scope(prompt_id: Any, session: str | None) -> dict[str, Any]:
+    """A sub-agent's model call, logged in the main chat log: prompt id ``<session>#<agent id>#<n>``."""
+    if not isinstance(prompt_id, str) or not session or "########" in prompt_id:
+        return {}
+    parts = prompt_id.split("#")
+    if len(parts) != 3 or parts[0] != session or not parts[1]:
+        return {}
+    return _subagent_scope(parts[1], _agent_name(parts[1]))
 
 
 def _set_status(attrs: dict[str, Any], exit_code: int | None, error: Any, output: Any) -> None:
