@@ -32,8 +32,10 @@ def main() -> int:
     outcome = "0 uncaught exceptions" if done.returncode == 0 else "FAILED (see pytest output)"
     print(f"{args.examples} mutants: {outcome}; {elapsed:.0f} s, {1000 * elapsed / args.examples:.1f} ms each")
     if done.returncode:
-        keep = ("Draw ", "Error", "assert", "    |   File", "Falsifying")
-        print("\n".join(line for line in done.stdout.splitlines() if any(k in line for k in keep))[-8000:])
+        keep = ("Draw ", "Error", "assert", "File ", "Falsifying", "Failing")
+        lines = [line[:300] for line in done.stdout.splitlines()
+                 if any(k in line for k in keep) and "quarantined at" not in line]
+        print("\n".join(lines)[-12000:])
     return done.returncode
 
 
