@@ -14,7 +14,7 @@ from collector.definitions import AgentDefinition, load_definitions
 from collector.paths import Paths, resolve_paths
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "deploy"
-AGENTS = ["claude-code", "codex", "gemini-cli", "qwen-code", "opencode"]
+AGENTS = ["claude-code", "codex", "gemini-cli", "qwen-code", "opencode", "copilot"]
 ENV_TO_CLEAR = [
     "CODEX_HOME", "CLAUDE_CONFIG_DIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "AGENT_COLLECTOR_HOME",
     "AGENT_COLLECTOR_DATA_DIR", "AGENT_COLLECTOR_CONFIG_DIR", "AGENT_COLLECTOR_ROOT",

@@ -71,6 +71,25 @@ def test_install_adds_a_hook_per_event_and_keeps_foreign_ones(env: tuple[Path, P
     assert states[0].state is expected, states[0]
 
 
+def test_copilot_hooks_are_a_plain_list_with_bash_and_timeout_sec(env: tuple[Path, Paths]) -> None:
+    """Copilot CLI's layout: hooks.<event> = [{type, bash, timeoutSec}], no groups; the capture harness's
+    own hooks (foreign) stay first and untouched."""
+    home, paths = env
+    defn = definitions()["copilot"]
+    file = home / ".copilot" / "settings.json"
+    before = _load(file)
+    assert not [c for c in install_agent(defn, paths) if c.failed]
+    after = _load(file)
+    for event in defn.integrations[0]["events"]:
+        hooks = after["hooks"][event]
+        ours = [h for h in hooks if OURS in h.get("bash", "")]
+        assert ours == [{"type": "command", "bash": hook_command(paths, "copilot", event), "timeoutSec": 5}]
+        assert hooks[: len(before["hooks"].get(event, []))] == before["hooks"].get(event, [])
+    assert integration_state(defn, paths)[0].state is State.IN_PLACE
+    file.write_text(file.read_text().replace('"timeoutSec": 5', '"timeoutSec": 9', 1))
+    assert integration_state(defn, paths)[0].state is State.OUTDATED  # ours, changed by someone
+
+
 def test_gemini_hooks_have_ms_timeouts_names_regex_matcher_and_switch(env: tuple[Path, Paths]) -> None:
     home, paths = env
     install_agent(definitions()["gemini-cli"], paths)

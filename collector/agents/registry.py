@@ -9,12 +9,22 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any
 
-from collector.agents import Parser, canonical, claude_code, codex, entire_plugin, gemini_cli, opencode, qwen_code
+from collector.agents import (
+    Parser,
+    canonical,
+    claude_code,
+    codex,
+    copilot,
+    entire_plugin,
+    gemini_cli,
+    opencode,
+    qwen_code,
+)
 from collector.registry import Plugin, Registry
 
 ParserBuilder = Callable[[dict[str, Any]], Parser]
 
-_MODULES = (canonical, claude_code, codex, entire_plugin, gemini_cli, opencode, qwen_code)
+_MODULES = (canonical, claude_code, codex, copilot, entire_plugin, gemini_cli, opencode, qwen_code)
 
 
 def _returns(parse: Parser) -> ParserBuilder:

@@ -73,7 +73,10 @@ def _set_dotted(text: str, path: Path, comments: bool, keys: list[str], value: A
 
 
 class SettingsHooksJson:
-    """Claude-style ``hooks.<Event> = [{matcher?, hooks: [{type: command, ...}]}]`` in JSON or JSONC."""
+    """Command hooks under ``hooks.<Event>`` in JSON or JSONC. Layout ``groups`` (Claude style):
+    ``[{matcher?, hooks: [{type: command, command, timeout}]}]``; layout ``list`` (Copilot CLI): the hooks
+    themselves, ``[{type: command, <command_key>, <timeout_key>}]``. The spec's ``command_key`` and
+    ``timeout_key`` name the hook's fields."""
 
     def __init__(self, agent: str, spec: dict[str, Any], paths: Paths, hook_script: Path | None) -> None:
         self.agent = agent
@@ -83,6 +86,9 @@ class SettingsHooksJson:
         self.events: list[str] = list(spec["events"])
         self.matcher_events = set(spec.get("matcher_events", []))
         self.settings: dict[str, Any] = dict(spec.get("settings", {}))
+        self.grouped = spec.get("layout", "groups") == "groups"
+        self.command_key = str(spec.get("command_key", "command"))
+        self.timeout_key = str(spec.get("timeout_key", "timeout"))
         self._paths = paths
         self._hook_script = hook_script
 
@@ -90,18 +96,31 @@ class SettingsHooksJson:
         hook: dict[str, Any] = {"type": "command"}
         if self.spec.get("hook_name"):
             hook["name"] = f"agent-collector-{event}"
-        hook["command"] = hook_command(self._paths, self.agent, event, self._hook_script)
+        hook[self.command_key] = hook_command(self._paths, self.agent, event, self._hook_script)
         if "timeout" in self.spec:
             timeout = self.spec["timeout"]
-            hook["timeout"] = int(timeout) if float(timeout).is_integer() else timeout
+            hook[self.timeout_key] = int(timeout) if float(timeout).is_integer() else timeout
         return hook
 
     def desired_group(self, event: str) -> dict[str, Any]:
+        """The item we add to ``hooks.<event>``: a group holding our hook, or (list layout) the hook."""
+        if not self.grouped:
+            return self.desired_hook(event)
         group: dict[str, Any] = {}
         if event in self.matcher_events:
             group["matcher"] = self.spec["matcher"]
         group["hooks"] = [self.desired_hook(event)]
         return group
+
+    def is_ours(self, hook: Any) -> bool:
+        return isinstance(hook, dict) and is_our_command(hook.get(self.command_key))
+
+    def hooks_of(self, item: Any) -> list[Any]:
+        """The hooks one item of ``hooks.<event>`` holds."""
+        if not self.grouped:
+            return [item]
+        hooks = item.get("hooks") if isinstance(item, dict) else None
+        return hooks if isinstance(hooks, list) else []
 
     def _load(self, current: bytes | None) -> str:
         if current is None or not current.strip():
@@ -140,6 +159,8 @@ class SettingsHooksJson:
 
     def _event_in_place(self, groups: Any, event: str) -> bool:
         want = self.desired_group(event)
+        if not self.grouped:
+            return any(item == want for item in groups) if isinstance(groups, list) else False
         for group in groups if isinstance(groups, list) else []:
             if not isinstance(group, dict) or group.get("matcher") != want.get("matcher"):
                 continue
@@ -162,7 +183,7 @@ class SettingsHooksJson:
                 groups = jsonc.find(self._root(text), ["hooks", event])
                 if groups is None or groups.kind != "array":
                     break
-                edit = _strip_one(text, groups)
+                edit = _strip_one(text, groups) if self.grouped else self._strip_listed(text, groups)
                 if edit is None:
                     break
                 text, removed_here = edit, True
@@ -180,6 +201,11 @@ class SettingsHooksJson:
             text = jsonc.remove_member(text, root, "hooks")
         return text.encode("utf-8")
 
+    def _strip_listed(self, text: str, hooks: jsonc.Node) -> str | None:
+        """Remove the last of our hooks from a list-layout ``hooks.<event>``; None when none is ours."""
+        ours = [i for i, item in enumerate(hooks.items) if self.is_ours(item.value())]
+        return jsonc.remove_item(text, hooks, ours[-1]) if ours else None
+
     def check(self, current: bytes | None) -> Check:
         if current is None:
             return Check("missing", f"{self.path} does not exist")
@@ -191,10 +217,8 @@ class SettingsHooksJson:
             groups = hooks.get(event)
             if self._event_in_place(groups, event):
                 continue
-            ours = any(
-                isinstance(g, dict) and any(is_our_hook(h) for h in g.get("hooks") or [])
-                for g in (groups if isinstance(groups, list) else [])
-            )
+            ours = any(self.is_ours(h) for g in (groups if isinstance(groups, list) else [])
+                       for h in self.hooks_of(g))
             (outdated if ours else missing).append(event)
         bad_settings = [k for k, v in self.settings.items() if _dotted_get(root.value(), k) != v]
         if not missing and not outdated and not bad_settings:

@@ -154,6 +154,7 @@ WRITE_TOOLS: dict[str, Callable[[str], Json]] = {
     "Write": lambda p: {"file_path": p, "content": NOTE_CONTENT},
     "write_file": lambda p: {"file_path": p, "content": NOTE_CONTENT},
     "write": lambda p: {"filePath": p, "content": NOTE_CONTENT},
+    "create": lambda p: {"path": p, "file_text": NOTE_CONTENT},  # Copilot CLI
     "apply_patch": lambda p: {"input": _add_file_patch(p)},
 }
 

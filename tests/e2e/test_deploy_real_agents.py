@@ -1,5 +1,6 @@
 """The integrations `agent-collector install` deploys, run by the real agent CLIs (Codex CLI, Gemini CLI,
-Qwen Code, OpenCode, Kilo Code from npm) against the fake model server: the agent accepts its config, our hook
+Qwen Code, OpenCode, Kilo Code,
+GitHub Copilot CLI from npm) against the fake model server: the agent accepts its config, our hook
 script or plugin really runs and spools one valid envelope per event, nothing of ours reaches the
 agent's output, and `uninstall` takes it all out again. (Claude Code: test_e2e_claude_code.py.)"""
 
@@ -27,6 +28,7 @@ EXPECTED = {
     "qwen-code": {"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop"},
     "opencode": {"chat.message", "tool.execute.before", "tool.execute.after", "session.idle",
                  "message.updated", "message.part.updated"},
+    "copilot": {"sessionStart", "userPromptSubmitted", "preToolUse", "postToolUse", "agentStop", "sessionEnd"},
     "kilo-code": {"chat.message", "tool.execute.before", "tool.execute.after", "session.idle",
                   "message.updated", "message.part.updated", "plugin.dispose"},
 }
@@ -35,6 +37,7 @@ CONFIG_FILES = {
     "gemini-cli": [".gemini/settings.json"],
     "qwen-code": [".qwen/settings.json"],
     "opencode": [".config/opencode/opencode.json", ".config/opencode/plugin/agent-collector.js"],
+    "copilot": [".copilot/settings.json"],
     "kilo-code": [".config/kilo/kilo.jsonc", ".config/kilo/plugin/agent-collector.js"],
 }
 
@@ -86,7 +89,8 @@ def test_real_agent_runs_our_integration(
         [note] = [line for line in lines if line["event"] == "notify"]  # argv mode
         assert note["payload"]["type"] == "agent-turn-complete"
     if agent not in ("opencode", "kilo-code"):  # plugin lines: bus events name the session elsewhere
-        sessions = {line["payload"].get("session_id") for line in lines if line["event"] != "notify"}
+        key = "sessionId" if agent == "copilot" else "session_id"  # Copilot's payloads are camelCase
+        sessions = {line["payload"].get(key) for line in lines if line["event"] != "notify"}
         assert len(sessions) == 1 and None not in sessions
 
     collector(home, "uninstall", "--agent", agent)
