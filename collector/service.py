@@ -297,6 +297,9 @@ class Service:
                                           keep.spool_grace_s, now)
             if sweep.forget:
                 self._store.commit(Commit(forget=sweep.forget))
+                for source in self.sources:
+                    if isinstance(source, JsonlFiles):
+                        source.forget(sweep.forget)
             gone = retention.prune_outputs(self.output_dir, keep.output_days, keep.output_max_mb, now)
             gone += retention.prune_idle_files(sorted(quarantine_dir(self.paths).glob("*.jsonl*")),
                                                keep.quarantine_days, now)
@@ -304,9 +307,9 @@ class Service:
         except (OSError, sqlite3.Error) as exc:
             log.warning("housekeeping failed (next time again): %s", exc)
             return
-        if sweep.deleted or sweep.emptied or gone:
-            log.info("retention: %d committed spool files deleted, %d emptied; %d old files removed",
-                     len(sweep.deleted), len(sweep.emptied), len(gone))
+        if sweep.deleted or sweep.emptied or sweep.swept or gone:
+            log.info("retention: %d committed spool files deleted, %d emptied, %d renamed aside; %d old files "
+                     "removed", len(sweep.deleted), len(sweep.emptied), len(sweep.swept), len(gone))
 
     def _prune_seen(self) -> None:
         """Dedupe ids expire after ``collector.seen_retention_days`` (at start-up, then hourly)."""

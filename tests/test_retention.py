@@ -7,8 +7,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import time
 from pathlib import Path
+
+import pytest
 
 from support import FIXTURES, assert_no_duplicates, prepare_fixture, read_output
 
@@ -135,3 +138,96 @@ def test_retention_settings_are_typed(tmp_path: Path) -> None:
     assert config.retention.log_max_mb == 50 and config.retention.quarantine_days == 30
     text = json.dumps(config.as_dict()["retention"])
     assert "output_max_mb" in text
+
+
+HOOK = Path(__file__).resolve().parents[1] / "hooks" / "agent-collector-hook.sh"
+
+
+def _hook(spool_dir: Path, session: str) -> None:
+    """The real hook script appends one line to the spool file of today (lock-free, O_APPEND)."""
+    subprocess.run(["bash", str(HOOK), "claude-code", "UserPromptSubmit", str(spool_dir)],
+                   input=json.dumps(_prompt(session)).encode(), check=True, timeout=30,
+                   env={**os.environ, "HOME": str(spool_dir.parent)})
+
+
+def _hook_line(tmp_path: Path, session: str) -> bytes:
+    """The exact line the hook script writes, for a writer that opened the file before a rename."""
+    aside = tmp_path / "aside"
+    _hook(aside, session)
+    (line,) = (aside / "claude-code").glob("*.jsonl")
+    return line.read_bytes()
+
+
+def _sessions(service: Service) -> list[str]:
+    return [e["gen_ai.session.id"] for e in read_output(service.output_dir)
+            if e.get("event.name") == "user.prompt" and str(e.get("gen_ai.session.id", "")).startswith("t-")]
+
+
+def _spool_holds(service: Service, text: str) -> list[Path]:
+    return [p for p in service.paths.spool_dir.rglob("*") if p.is_file() and text.encode() in p.read_bytes()]
+
+
+def test_hook_script_file_of_today_goes_once_committed_and_quiet(tmp_path: Path) -> None:
+    service = _service(tmp_path)
+    spool = service.paths.spool_dir / "claude-code"
+    day_file = spool / f"claude-code-{time.strftime('%Y-%m-%d', time.gmtime())}.jsonl"
+    grace = service.config.retention.spool_grace_s
+    try:
+        _hook(service.paths.spool_dir, "t-1")
+        _hook(service.paths.spool_dir, "t-2")
+        _cycle(service)
+        assert day_file.exists(), "inside the grace: kept"
+        service.housekeep(now=time.time() + grace + 1)
+        swept = day_file.with_name(day_file.name + retention.SWEPT)
+        assert not day_file.exists() and swept.exists(), "committed and quiet: renamed aside first"
+        service.housekeep(now=time.time() + 2 * grace + 2)
+        assert not swept.exists() and _spool_holds(service, "t-1") == [], "then deleted: no raw payload left"
+        assert not [s for s in service._store.positions() if s.endswith(day_file.name)], "its position forgotten"
+        _hook(service.paths.spool_dir, "t-3")  # a new hook creates a fresh day file, read from its start
+        _cycle(service)
+        assert day_file.exists()
+    finally:
+        service.shutdown()
+    assert sorted(_sessions(service)) == ["t-1", "t-2", "t-3"], "every line exported exactly once"
+    assert_no_duplicates(read_output(service.output_dir))
+    again = _start(service.paths)  # a restart re-reads nothing
+    try:
+        _cycle(again)
+    finally:
+        again.shutdown()
+    assert sorted(_sessions(again)) == ["t-1", "t-2", "t-3"]
+
+
+@pytest.mark.parametrize("new_day_file", [False, True], ids=["name-free", "new-day-file"])
+def test_a_hook_that_opened_the_file_before_the_rename_loses_nothing(tmp_path: Path, new_day_file: bool) -> None:
+    late = _hook_line(tmp_path, "t-late")
+    service = _service(tmp_path)
+    spool = service.paths.spool_dir / "claude-code"
+    day_file = spool / f"claude-code-{time.strftime('%Y-%m-%d', time.gmtime())}.jsonl"
+    swept = day_file.with_name(day_file.name + retention.SWEPT)
+    grace = service.config.retention.spool_grace_s
+    try:
+        _hook(service.paths.spool_dir, "t-early")
+        _cycle(service)
+        fd = os.open(day_file, os.O_WRONLY | os.O_APPEND)  # a hook opened the day file ...
+        try:
+            service.housekeep(now=time.time() + grace + 1)  # ... the sweep renames it aside ...
+            assert swept.exists() and not day_file.exists()
+            os.write(fd, late)  # ... and the hook writes its line (one write) into the renamed file
+        finally:
+            os.close(fd)
+        if new_day_file:
+            _hook(service.paths.spool_dir, "t-next")  # the tailer sees a new inode: reads the old one first
+            service.housekeep(now=time.time() + 2 * grace + 2)  # before it does: the sweep leaves both alone
+            assert swept.exists() and day_file.exists()
+        _cycle(service)
+        for step in range(2, 6):  # settle: put back or delete, rename aside again, delete
+            service.housekeep(now=time.time() + step * (grace + 1))
+            _cycle(service)
+            service.housekeep(now=time.time() + step * (grace + 1) + 0.5)
+    finally:
+        service.shutdown()
+    expected = ["t-early", "t-late"] + (["t-next"] if new_day_file else [])
+    assert sorted(_sessions(service)) == sorted(expected), "nothing lost, nothing doubled"
+    assert_no_duplicates(read_output(service.output_dir))
+    assert not swept.exists() and _spool_holds(service, "t-late") == [], "and the spool emptied after all"

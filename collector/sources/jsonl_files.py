@@ -143,6 +143,16 @@ class JsonlFiles:
         self._unreadable = unreadable
         self.stats.extra["unreadable_dirs"] = len(unreadable)
 
+    def forget(self, streams: Iterable[str]) -> None:
+        """Drop what we know of files retention deleted (their checkpoint streams): a new file at the same
+        name is a new file, not a rotation of the deleted one."""
+        for stream in streams:
+            if stream.startswith(self.stream_prefix):
+                path = stream[len(self.stream_prefix):]
+                self._positions.pop(path, None)
+                self._quiet.pop(path, None)
+                self._lag.pop(path, None)
+
     def pending_bytes(self) -> int:
         """Bytes past the checkpoint in every file (all of a file we have no position for): the work left."""
         total = 0

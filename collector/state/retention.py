@@ -4,7 +4,13 @@
   its size) and which was not written for ``spool_grace_s`` is deleted when it belongs to a past UTC day
   (hook script and daemon files alike; nobody appends to them any more), and the daemon's own file of
   today is emptied (under the spool writer's lock, so no line slips in between). The hook script's file
-  of today stays until the day is over (it appends without a lock we could share).
+  of today (appended without a lock we could share) is renamed aside to ``<name>.swept``, a name the
+  spool glob ``*.jsonl`` does not match; the rename keeps the inode, so a hook that opened the file just
+  before appends into the renamed one. A later sweep settles a ``.swept`` file quiet for the grace:
+  lines past its committed offset (such a late append) are put back under the old name with a hard link
+  when that name is free (the tailer goes on at its offset), or are read by the tailer's rotation when a
+  new day file took the name; a ``.swept`` file with nothing unread is deleted. The next hook creates a
+  fresh day file.
 * Output: daily ``activity-YYYY-MM-DD.jsonl`` files older than ``output_days`` are deleted, then the
   oldest while all together exceed ``output_max_mb`` (today's file is never deleted).
 * Quarantine files not written for ``quarantine_days`` are deleted.
@@ -20,6 +26,7 @@ import contextlib
 import logging
 import os
 import shutil
+import stat
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -40,6 +47,7 @@ class Emptier(Protocol):
 class SpoolSweep:
     deleted: list[Path] = field(default_factory=list)
     emptied: list[Path] = field(default_factory=list)
+    swept: list[Path] = field(default_factory=list)  # the hook script's files of today, renamed aside
     forget: list[str] = field(default_factory=list)  # checkpoint streams of deleted files
 
 
@@ -50,19 +58,23 @@ def _day_of(name: str) -> str | None:
     return day if len(day) == 10 and day[4] == "-" and day[7] == "-" and day.replace("-", "").isdigit() else None
 
 
+SWEPT = ".swept"  # suffix of a hook-script spool file renamed aside (the spool glob is ``*.jsonl``)
+Streams = dict[str, tuple[str, Mapping[str, Any]]]  # spool file path -> (checkpoint stream, position)
+
+
 def sweep_spool(positions: Mapping[str, Mapping[str, Any]], spool_dir: Path, writer: Emptier | None,
                 grace_s: float, now: float | None = None) -> SpoolSweep:
-    """Delete or empty the spool files whose every line is committed (``positions``: the committed
-    checkpoint positions, stream -> value)."""
+    """Delete, empty or rename aside the spool files whose every line is committed (``positions``: the
+    committed checkpoint positions, stream -> value). Renamed files are settled first, so a file is never
+    renamed and deleted in one sweep: a hook that opened it before the rename has the grace to write."""
     now = time.time() if now is None else now
     today = time.strftime("%Y-%m-%d", time.gmtime(now))
-    root = os.path.realpath(spool_dir) + os.sep
+    streams = _spool_streams(positions, spool_dir)
     sweep = SpoolSweep()
-    for stream, value in positions.items():
-        name = stream[stream.find(":/") + 1:]  # "<source name>:<absolute path>"; source names hold ":"
+    for swept in sorted(spool_dir.glob(f"*/*.jsonl{SWEPT}")):
+        _settle_swept(swept, streams, grace_s, now, sweep)
+    for name, (stream, value) in streams.items():
         path = Path(name)
-        if not os.path.realpath(name).startswith(root):
-            continue
         day = _day_of(path.name)
         try:
             st = os.lstat(path)
@@ -77,10 +89,80 @@ def sweep_spool(positions: Mapping[str, Mapping[str, Any]], spool_dir: Path, wri
                 path.unlink()
             sweep.deleted.append(path)
             sweep.forget.append(stream)
-        elif path.name.endswith(".http.jsonl") and writer is not None and \
-                writer.empty_if_committed(path, st.st_ino, committed):
-            sweep.emptied.append(path)
+        elif path.name.endswith(".http.jsonl"):
+            if writer is not None and writer.empty_if_committed(path, st.st_ino, committed):
+                sweep.emptied.append(path)
+        elif stat.S_ISREG(st.st_mode) and _rename_aside(path, now):
+            sweep.swept.append(path)
     return sweep
+
+
+def _spool_streams(positions: Mapping[str, Mapping[str, Any]], spool_dir: Path) -> Streams:
+    root = os.path.realpath(spool_dir) + os.sep
+    streams: Streams = {}
+    for stream, value in positions.items():
+        name = stream[stream.find(":/") + 1:]  # "<source name>:<absolute path>"; source names hold ":"
+        if os.path.realpath(name).startswith(root):
+            streams[name] = (stream, value)
+    return streams
+
+
+def _rename_aside(path: Path, now: float) -> bool:
+    """``x.jsonl`` -> ``x.jsonl.swept`` (unless one is still there), its time set to now: the grace of a
+    hook that opened ``x.jsonl`` just before runs from here."""
+    swept = path.with_name(path.name + SWEPT)
+    if os.path.lexists(swept):
+        return False
+    try:
+        os.rename(path, swept)
+        os.utime(swept, (now, now))
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _settle_swept(swept: Path, streams: Streams, grace_s: float, now: float, sweep: SpoolSweep) -> None:
+    try:
+        st = os.lstat(swept)
+    except OSError:
+        return
+    if not stat.S_ISREG(st.st_mode) or now - st.st_mtime < grace_s:
+        return
+    origin = swept.with_name(swept.name.removesuffix(SWEPT))
+    stream, value = streams.get(str(origin), ("", {}))
+    followed = value.get("ino") == st.st_ino and value.get("dev", st.st_dev) == st.st_dev
+    if followed and st.st_size != int(value.get("offset", -1)):
+        _put_back(swept, origin)  # a late append: the tailer reads it at the old name, from its offset
+        return
+    if followed and os.path.lexists(origin):
+        if _same_file(origin, st):
+            swept.unlink()  # put back earlier; only the second name went on
+        return  # else a new day file took the name: the tailer finishes this one (rotation) before it
+    with contextlib.suppress(FileNotFoundError):
+        swept.unlink()
+    sweep.deleted.append(swept)
+    if followed:
+        sweep.forget.append(stream)
+
+
+def _same_file(path: Path, st: os.stat_result) -> bool:
+    try:
+        other = os.lstat(path)
+    except OSError:
+        return False
+    return (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino)
+
+
+def _put_back(swept: Path, origin: Path) -> None:
+    """Hard link, never rename: a day file a new hook created meanwhile is not replaced."""
+    try:
+        os.link(swept, origin)
+    except FileExistsError:
+        return  # the tailer reads this file's rest when it sees the new inode at the name
+    except OSError as exc:
+        log.warning("%s: cannot put back its unread lines (%s); kept", swept, exc)
+        return
+    swept.unlink()
 
 
 def _output_day(path: Path) -> str | None:
