@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from support import FIXTURES, assert_no_duplicates, prepare_fixture, read_output
 
 from collector.config import load_config

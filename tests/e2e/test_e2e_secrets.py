@@ -1,15 +1,16 @@
 """Real agent CLIs (all five, from npm) in a session where the user pastes secrets into the prompt and a
 shell command prints more of them (a file of credentials), with content capture on and off: no planted
 secret reaches any file the collector writes (output, state, queues, usage store, logs), while with
-capture on the prompt and the tool output are kept, masked. The spool is the hook's raw transit copy and
-is left out here: its deletion after commit is the spool-retention work (issue 11 item 4)."""
+capture on the prompt and the tool output are kept, masked. The spool, the hooks' raw transit copy, is
+checked too, after a second `collect --once` with `retention.spool_grace_s = 0`: once every line is
+committed the first sweep renames the hook script's file of today aside, the second deletes it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from collector_e2e import data_dir, run_collected
+from collector_e2e import collector, data_dir, run_collected
 from fake_llm import FakeLLMServer
 from harness import AgentHome, Scenario, Turn
 
@@ -53,7 +54,7 @@ def _files_we_write(env: AgentHome) -> dict[str, bytes]:
     out = {}
     for root in (data_dir(env), _config_dir(env)):
         for path in root.rglob("*"):
-            if path.is_file() and "spool" not in path.relative_to(root).parts:
+            if path.is_file():
                 out[str(path.relative_to(env.home))] = path.read_bytes()
     return out
 
@@ -64,8 +65,13 @@ def test_no_planted_secret_in_anything_we_write(e2e_agents_bin: Path, agent_home
                                                 fake_llm: FakeLLMServer, agent: str, capture: bool) -> None:
     (agent_home.workdir / "creds.env").write_text(CREDS)
     _config_dir(agent_home).mkdir(parents=True, exist_ok=True)
-    (_config_dir(agent_home) / "config.toml").write_text(f"[content]\ncapture = {'true' if capture else 'false'}\n")
+    (_config_dir(agent_home) / "config.toml").write_text(
+        f"[content]\ncapture = {'true' if capture else 'false'}\n[retention]\nspool_grace_s = 0\n")
     entries = run_collected(agent, agent_home, fake_llm, SCENARIO)
+    spool = data_dir(agent_home) / "spool"
+    assert [p for p in spool.rglob("*.jsonl*") if p.stat().st_size], "the hooks spooled lines"
+    collector(agent_home.home, "collect", "--once", "-q")  # the next sweep deletes what the first renamed
+    assert [p for p in spool.rglob("*.jsonl*") if p.stat().st_size] == [], "committed: the spool is emptied"
     assert any(IN_FILE["npm_token"] in r.text for r in fake_llm.tool_results()), "the agent ran the command"
     files = _files_we_write(agent_home)
     assert any(name.endswith(".jsonl") and "output" in name for name in files), sorted(files)
