@@ -18,13 +18,14 @@ from collector.agents import (
     entire_plugin,
     gemini_cli,
     opencode,
+    pi,
     qwen_code,
 )
 from collector.registry import Plugin, Registry
 
 ParserBuilder = Callable[[dict[str, Any]], Parser]
 
-_MODULES = (canonical, claude_code, codex, copilot, entire_plugin, gemini_cli, opencode, qwen_code)
+_MODULES = (canonical, claude_code, codex, copilot, entire_plugin, gemini_cli, opencode, pi, qwen_code)
 
 
 def _returns(parse: Parser) -> ParserBuilder:

@@ -68,6 +68,7 @@ class Conversation:
     results_after_prompt: list[ToolResult] = field(default_factory=list)
     all_results: list[ToolResult] = field(default_factory=list)
     tools: dict[str, str] = field(default_factory=dict)  # name -> kind ("function" | "custom")
+    tool_params: dict[str, set[str]] = field(default_factory=dict)  # name -> its parameter names (Chat)
     system: str = ""
 
     def add_prompt(self, text: str) -> None:
@@ -223,6 +224,8 @@ def decide(conv: Conversation) -> Decision:
         tool = _first_offered(conv, WRITE_TOOLS)
         if tool:
             args = WRITE_TOOLS[tool](path)
+            if "filePath" in args and {"path"} <= conv.tool_params.get(tool, set()) - {"filePath"}:
+                args = {"path": args.pop("filePath"), **args}  # pi's write tool: {path, content}
             raw = args["input"] if conv.tools[tool] == "custom" else None
             return Decision("tool", tool=tool, args=args, raw_input=raw)
     return Decision("text", text=f"Done. Nothing to run for: {squash(conv.prompt, 120)}")
@@ -292,6 +295,9 @@ def parse_responses(body: Json) -> Conversation:
 def parse_chat(body: Json) -> Conversation:
     conv = Conversation()
     conv.tools = {(t.get("function") or {}).get("name", ""): "function" for t in body.get("tools") or []}
+    conv.tool_params = {(t.get("function") or {}).get("name", ""): set(
+        ((t.get("function") or {}).get("parameters") or {}).get("properties") or {})
+        for t in body.get("tools") or []}
     conv.tools.pop("", None)
     for msg in body.get("messages") or []:
         role = msg.get("role")

@@ -6,7 +6,7 @@ environment (HOME and XDG dirs under the throwaway home, no inherited API keys o
 on 127.0.0.1) and ``run_agent`` runs one non-interactive turn, optionally resuming the previous session.
 ``SCENARIOS`` holds the scripted scenarios; ``run_scenario`` runs all turns of one.
 
-Agent ids: ``claude-code``, ``codex``, ``gemini-cli``, ``qwen-code``, ``opencode``, ``kilo-code``, ``copilot``.
+Agent ids: ``claude-code``, ``codex``, ``gemini-cli``, ``qwen-code``, ``opencode``, ``kilo-code``, ``copilot``, ``pi``.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ try:
 except ImportError:  # imported as a top-level module (tests/e2e on sys.path)
     from npm_agents import agent_bin
 
-AGENTS = ("claude-code", "codex", "gemini-cli", "qwen-code", "opencode", "kilo-code", "copilot")
+AGENTS = ("claude-code", "codex", "gemini-cli", "qwen-code", "opencode", "kilo-code", "copilot", "pi")
 FAKE_KEY = "sk-fake-key-for-e2e"
 CLAUDE_MODEL = "claude-sonnet-4-5"
 CODEX_MODEL = "gpt-5.5"  # a slug from codex's bundled model list: no "unknown model" warnings
@@ -38,6 +38,7 @@ GEMINI_MODEL = "gemini-2.5-pro"
 QWEN_MODEL = "qwen3-coder-plus"
 OPENCODE_MODEL = "fake/fake-model"  # also Kilo Code's (an OpenCode fork, same provider config)
 COPILOT_MODEL = "gpt-4.1"
+PI_MODEL = "fake/fake-model"
 DEAD_REGISTRY = "http://127.0.0.1:9/"  # OpenCode's background `npm install` of plugin deps fails fast here
 REAP_GRACE_S = 10.0  # how long children left in an agent's process group may run on after it exits
 CODEX_MARK_BEGIN = "# >>> agent-collector e2e harness: base config (top-level keys) >>>"
@@ -177,6 +178,8 @@ def _copilot_env(home: Path, server: ServerLike) -> dict[str, str]:
         "COPILOT_PROVIDER_API_KEY": FAKE_KEY,
         "COPILOT_MODEL": COPILOT_MODEL,
     }
+def _pi_env(home: Path, server: ServerLike) -> dict[str, str]:
+    return {"PI_OFFLINE": "1", "PI_SKIP_VERSION_CHECK": "1"}
 
 
 _AGENT_ENV: dict[str, Callable[[Path, ServerLike], dict[str, str]]] = {
@@ -187,6 +190,7 @@ _AGENT_ENV: dict[str, Callable[[Path, ServerLike], dict[str, str]]] = {
     "opencode": _opencode_env,
     "kilo-code": _kilo_env,
     "copilot": _copilot_env,
+    "pi": _pi_env,
 }
 
 
@@ -390,6 +394,16 @@ def _opencode_config(server: ServerLike) -> dict[str, Any]:
     }
 
 
+def _write_pi(home: Path, workdir: Path, server: ServerLike) -> None:
+    """``~/.pi/agent/models.json``: provider ``fake`` on the Chat Completions API, and its model as default."""
+    provider = {"baseUrl": f"{server.url}/v1", "api": "openai-completions", "apiKey": FAKE_KEY,
+                "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
+                "models": [{"id": "fake-model", "contextWindow": 200000, "maxTokens": 8192}]}
+    merge_json(home / ".pi" / "agent" / "models.json", {"providers": {"fake": provider}})
+    provider_id, model = PI_MODEL.split("/")
+    merge_json(home / ".pi" / "agent" / "settings.json", {"defaultProvider": provider_id, "defaultModel": model})
+
+
 _AGENT_CONFIG: dict[str, Callable[[Path, Path, ServerLike], None]] = {
     "claude-code": _write_claude,
     "codex": _write_codex,
@@ -398,6 +412,7 @@ _AGENT_CONFIG: dict[str, Callable[[Path, Path, ServerLike], None]] = {
     "opencode": _write_opencode,
     "kilo-code": _write_kilo,
     "copilot": _write_copilot,
+    "pi": _write_pi,
 }
 
 
@@ -453,6 +468,8 @@ def agent_command(agent: str, prompt: str, resume: bool) -> list[str]:
     if agent == "copilot":
         cmd = [exe, "-p", prompt, "--allow-all", "--output-format", "json", "--no-auto-update"]
         return cmd + (["--continue"] if resume else [])
+    if agent == "pi":
+        return [exe, "-p", "--mode", "json", "--model", PI_MODEL, *(["--continue"] if resume else []), prompt]
     cmd = [
         exe,
         "run",
@@ -709,6 +726,8 @@ def session_files(agent: str, home: Path, workdir: Path) -> list[Path]:
         )
     if agent == "qwen-code":
         return sorted((home / ".qwen" / "projects" / path_slug(workdir) / "chats").glob("*.jsonl"))
+    if agent == "pi":
+        return sorted((home / ".pi" / "agent" / "sessions").glob("*/*.jsonl"))
     if agent == "copilot":
         return sorted((home / ".copilot" / "session-state").glob("*/events.jsonl"))
     name = "kilo" if agent == "kilo-code" else "opencode"

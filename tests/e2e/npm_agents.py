@@ -45,6 +45,8 @@ AGENT_PACKAGES: dict[str, tuple[str, str]] = {
     "opencode": ("opencode-ai", "opencode"),
     "kilo-code": ("@kilocode/cli", "kilo"),
     "copilot": ("@github/copilot", "copilot"),
+    "pi": ("@mariozechner/pi-coding-agent", "pi"),
+    "cline": ("cline", "cline"),
 }
 # Packages whose npm postinstall copies a platform binary (shipped as an optional registry package)
 # over a placeholder: after install the bin must be a real executable, not the small stub.
