@@ -95,6 +95,14 @@ class WatchdogSection:
 
 
 @dataclass(slots=True)
+class DeploySection:
+    """Auto-deploy of agents installed after agent-collector (collector/deploy/autodeploy.py)."""
+
+    auto: bool = True
+    rescan_s: float = 120.0
+
+
+@dataclass(slots=True)
 class ExternalAgentsSection:
     """Entire external agent plugins as sources (collector.external, docs/external-agents.md)."""
 
@@ -138,6 +146,7 @@ class Config:
     agents: dict[str, AgentSection] = field(default_factory=dict)
     otlp: dict[str, Any] = field(default_factory=dict)  # checked here, interpreted by exporters/otlp_config
     external_agents: ExternalAgentsSection = field(default_factory=ExternalAgentsSection)
+    deploy: DeploySection = field(default_factory=DeploySection)
 
     def agent(self, agent_id: str) -> AgentSection:
         return self.agents.get(agent_id) or AgentSection()
@@ -150,7 +159,7 @@ SECTIONS: dict[str, type] = {
     "collector": CollectorSection, "content": ContentSection, "masking": MaskingSection,
     "jsonl": JsonlSection, "store": StoreSection, "ingest": IngestSection, "watchdog": WatchdogSection,
     "retention": RetentionSection,
-    "external_agents": ExternalAgentsSection,
+    "external_agents": ExternalAgentsSection, "deploy": DeploySection,
 }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from collector.dashboard.live import dashboard_route
+from collector.deploy.autodeploy import AutoDeployPart
 from collector.deploy.watchdog import WatchdogPart
 from collector.ingest.live import IngestPart, ingest_config, live_snapshot
 from collector.parts import DaemonPart
@@ -23,6 +24,8 @@ def daemon_parts(service: Service) -> list[DaemonPart]:
                                 lambda: set(service.definitions), snapshot,
                                 routes=[dashboard_route(service.paths, service.config, snapshot)],
                                 paths=service.paths))
+    if service.config.deploy.auto:
+        parts.append(AutoDeployPart(service.definitions, service.paths, service.config.deploy.rescan_s))
     if service.config.watchdog.enabled:
         parts.append(WatchdogPart(service.definitions, service.paths, service.config.watchdog))
     return parts

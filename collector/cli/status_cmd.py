@@ -64,7 +64,7 @@ def read_status(paths: Paths) -> dict[str, Any]:
         status = orjson.loads((paths.state_dir / "status.json").read_bytes())
     pid = _daemon_pid(paths)
     status["service"] = {"running": pid is not None, "pid": pid}
-    for extra in ("watchdog", "service"):
+    for extra in ("watchdog", "autodeploy", "service"):
         path = paths.state_dir / f"{extra}.json"
         if extra != "service" and path.exists():
             with contextlib.suppress(orjson.JSONDecodeError):
@@ -144,7 +144,18 @@ def cmd_status(args: argparse.Namespace) -> int:
     if "watchdog" in status:
         print()
         _print_watchdog(status["watchdog"])
+    if "autodeploy" in status:
+        _print_autodeploy(status["autodeploy"])
     return code
+
+
+def _print_autodeploy(auto: dict[str, Any]) -> None:
+    print(f"auto-deploy: {auto.get('scans', 0)} detections (at least every {auto.get('rescan_s', '?')}s), "
+          f"last {_ago_unix(auto.get('last_scan_unix'))}, {auto.get('errors', 0)} errors")
+    for entry in auto.get("deployed") or []:
+        outcome = "deployed" if entry.get("ok") else "FAILED"
+        print(f"  {entry.get('agent')}: {outcome} {_ago_unix(entry.get('at_unix'))}: "
+              f"{'; '.join(entry.get('changes') or [])}")
 
 
 def _print_service(svc: dict[str, Any]) -> None:

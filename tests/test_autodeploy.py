@@ -1,0 +1,127 @@
+"""Auto-deploy: an agent installed after agent-collector gets its integration from the daemon (detection
+on file events and every rescan), once; not when only an empty folder appeared, not when the user
+disabled the agent or auto-deploy, and not again after the user uninstalled it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from deploy_support import FIXTURES, clear_env, definitions, paths_for
+
+from collector.cli.main import main
+from collector.config import load_config
+from collector.deploy import State, integration_state, uninstall_agent
+from collector.deploy.autodeploy import AutoDeployer, status_file
+from collector.deploy.choices import set_disabled
+from collector.paths import Paths
+
+OURS = b"agent-collector-hook.sh"
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Paths]:
+    clear_env(monkeypatch)
+    monkeypatch.setenv("PATH", str(tmp_path / "no-agents-on-path"))  # detection by files only
+    home = tmp_path / "home"
+    home.mkdir()
+    return home, paths_for(home)
+
+
+def install_claude_later(home: Path) -> Path:
+    """Claude Code's own config as its CLI left it (the deploy fixture), appearing after the collector."""
+    shutil.copytree(FIXTURES / "claude-code" / "home", home, dirs_exist_ok=True)
+    return home / ".claude" / "settings.json"
+
+
+def wait_for(check: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "not within the bound"
+        time.sleep(0.05)
+
+
+def test_an_agent_installed_later_is_deployed_once(env: tuple[Path, Paths]) -> None:
+    home, paths = env
+    deployer = AutoDeployer(definitions(), paths)
+    assert deployer.scan() == []
+    (home / ".claude").mkdir()  # some other program made the folder: no agent yet
+    assert deployer.scan() == []
+    settings = install_claude_later(home)
+    assert deployer.scan() == ["claude-code"]
+    assert OURS in settings.read_bytes()
+    assert integration_state(definitions()["claude-code"], paths)[0].state is State.IN_PLACE
+    report = json.loads(status_file(paths).read_text())
+    assert [d["agent"] for d in report["deployed"]] == ["claude-code"] and report["deployed"][0]["ok"]
+    assert deployer.scan() == []  # once
+    uninstall_agent(definitions()["claude-code"], paths)
+    again = AutoDeployer(definitions(), paths)  # a restarted daemon remembers: the user took it out
+    assert again.scan() == [] and OURS not in settings.read_bytes()
+
+
+def test_an_agent_already_deployed_by_install_is_not_touched(env: tuple[Path, Paths]) -> None:
+    home, paths = env
+    from collector.deploy import install_agent
+
+    settings = install_claude_later(home)
+    install_agent(definitions()["claude-code"], paths)
+    before = settings.read_bytes()
+    assert AutoDeployer(definitions(), paths).scan() == []
+    assert settings.read_bytes() == before
+
+
+def test_a_disabled_agent_is_not_deployed(env: tuple[Path, Paths], caplog: pytest.LogCaptureFixture) -> None:
+    home, paths = env
+    set_disabled(paths, "claude-code", True)
+    settings = install_claude_later(home)
+    before = settings.read_bytes()
+    deployer = AutoDeployer(definitions(), paths)
+    with caplog.at_level("INFO"):
+        assert deployer.scan() == [] and deployer.scan() == []
+    assert settings.read_bytes() == before
+    assert sum("disabled by you" in r.getMessage() for r in caplog.records) == 1  # said once
+    set_disabled(paths, "claude-code", False)
+    assert deployer.scan() == ["claude-code"]  # enabled again while still new: deployed
+
+
+def test_auto_deploy_can_be_switched_off(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text("[deploy]\nauto = false\nrescan_s = 5\n")
+    loaded = load_config(config, env={})
+    assert loaded.deploy.auto is False and loaded.deploy.rescan_s == 5.0
+    assert load_config(tmp_path / "none.toml", env={}).deploy.auto is True
+
+
+@pytest.fixture
+def running(env: tuple[Path, Paths]) -> Iterator[tuple[Path, Paths, AutoDeployer]]:
+    home, paths = env
+    deployer = AutoDeployer(definitions(), paths, rescan_s=3600)  # only file events can trigger it
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_until_complete, args=(deployer.run(),), daemon=True)
+    thread.start()
+    wait_for(lambda: status_file(paths).exists(), timeout=10)  # the first detection ran
+    time.sleep(0.5)  # and the watches are up
+    yield home, paths, deployer
+    loop.call_soon_threadsafe(deployer.stop)
+    thread.join(timeout=10)
+    assert not thread.is_alive()
+    loop.close()
+
+
+def test_a_file_event_triggers_detection(
+    running: tuple[Path, Paths, AutoDeployer], capsys: pytest.CaptureFixture[str]
+) -> None:
+    home, paths, _ = running
+    settings = install_claude_later(home)
+    wait_for(lambda: OURS in settings.read_bytes(), timeout=10)
+    assert main(["status", "--home", str(home), "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert [d["agent"] for d in status["autodeploy"]["deployed"]] == ["claude-code"]
+    assert main(["status", "--home", str(home)]) == 0
+    assert "claude-code: deployed" in capsys.readouterr().out
