@@ -55,9 +55,11 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--mb", type=int, default=100)
     ap.add_argument("--n", type=int, default=200)
+    ap.add_argument("--only", action="append", help="run only this script (repeatable)")
     args = ap.parse_args()
     scripts = {"collect_throughput.py": ["--mb", str(args.mb)], "hook_to_output_latency.py": ["--n", str(args.n)],
                "hook_http_vs_shell.py": ["--n", str(args.n)]}
+    scripts = {k: v for k, v in scripts.items() if not args.only or k in args.only}
     with tempfile.TemporaryDirectory() as tmp:
         before, after = Path(tmp) / "before", (Path(tmp) / "after" if args.after else ROOT)
         trees = [(before, args.ref)] + ([(after, args.after)] if args.after else [])

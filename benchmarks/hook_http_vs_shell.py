@@ -180,8 +180,9 @@ def main() -> None:
                 "http hook, new connection, back to back": timed(post_new_connection(port, body, token), n),
             }
             staging = Path(tmp) / "staging"
-            generate(staging / "bench-project", args.backfill_mb * 1024 * 1024)
-            os.rename(staging / "bench-project", home / ".claude" / "projects" / "bench-project")
+            generate(staging, args.backfill_mb * 1024 * 1024)  # one project folder per transcript file
+            for project in sorted(staging.iterdir()):
+                os.rename(project, home / ".claude" / "projects" / project.name)
             rows["http hook, new connection, 10 ms apart, daemon backfilling"] = timed(
                 post_new_connection(port, body, token), min(n, 150), 0.01)
             bare, bare_port = bare_server()

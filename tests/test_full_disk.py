@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -179,11 +180,17 @@ def test_second_signal_exits_at_once(tmp_path: Path) -> None:
     try:
         wait_until(lambda: (status_json(tmp_path).get("exporters", {}).get("otlp-default-logs") or {})
                    .get("queued", 0) > 0, 60, "entries waiting in the OTLP queue")
+        stopping = threading.Event()
+
+        def drain() -> None:  # keep reading: a full pipe must not be what holds the daemon
+            assert proc.stderr is not None
+            for line in proc.stderr:
+                if b"stopping (a second signal exits at once)" in line:
+                    stopping.set()
+
+        threading.Thread(target=drain, daemon=True).start()
         proc.send_signal(signal.SIGTERM)
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            if b"stopping (a second signal exits at once)" in line:
-                break
+        assert stopping.wait(10), "the first SIGTERM was not taken"
         proc.send_signal(signal.SIGTERM)
         proc.wait(2)
         assert proc.returncode == 128 + signal.SIGTERM
