@@ -101,13 +101,13 @@ def main() -> None:
 
 
 def settle(pid: int) -> float:
-    """Wait until the daemon used under 2 % of a core for 5 s in a row (the backfill is over)."""
+    """Wait until the daemon used under 10 % of a core for 5 s in a row (the backfill is over)."""
     started = last = cpu_s(pid)
     calm_since = time.monotonic()
     while time.monotonic() - calm_since < 5:
         time.sleep(1)
         now = cpu_s(pid)
-        if now - last > 0.02:
+        if now - last > 0.1:
             calm_since = time.monotonic()
         last = now
     return last - started

@@ -79,33 +79,49 @@ def shape(value: Any, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NODES) ->
 
 def _scan(value: Any, max_depth: int, max_nodes: int) -> tuple[str | None, bool]:
     """(problem, whether some value needs making safe: an integer outside int64, a float that is not
-    finite, a key that is not a string)."""
+    finite, a key that is not a string, a lone surrogate). Leaves are judged as they are met (by exact
+    type first: most values are plain ASCII strings), only containers go on the stack."""
+    if not isinstance(value, (dict, list, tuple)):
+        return None, _unsafe_leaf(value)
     stack: list[tuple[Any, int]] = [(value, 1)]
-    nodes = 0
+    nodes = 1
     unsafe = False
     while stack:
         item, depth = stack.pop()
-        nodes += 1
-        if nodes > max_nodes:
-            return f"more than {max_nodes} values", unsafe
-        if isinstance(item, dict):
-            unsafe = unsafe or not all(isinstance(k, str) and (k.isascii() or not _SURROGATE.search(k))
-                                       for k in item)
-            children: Any = item.values()
-        elif isinstance(item, (list, tuple)):
-            children = item
-        else:
-            if isinstance(item, int) and not isinstance(item, bool):
-                unsafe = unsafe or not -INT64_MAX - 1 <= item <= INT64_MAX
-            elif isinstance(item, float):
-                unsafe = unsafe or not math.isfinite(item)
-            elif isinstance(item, str) and not item.isascii():
-                unsafe = unsafe or _SURROGATE.search(item) is not None
-            continue
         if depth > max_depth:
             return f"nested deeper than {max_depth}", unsafe
-        stack.extend((child, depth + 1) for child in children)
+        if isinstance(item, dict):
+            unsafe = unsafe or not all(type(k) is str and (k.isascii() or not _SURROGATE.search(k))
+                                       for k in item)
+            children: Any = item.values()
+        else:
+            children = item
+        for child in children:
+            nodes += 1
+            kind = type(child)
+            if kind is str:
+                if not unsafe and not child.isascii():
+                    unsafe = _SURROGATE.search(child) is not None
+                continue
+            if child is None or kind is bool:
+                continue
+            if kind is dict or kind is list or isinstance(child, (dict, list, tuple)):
+                stack.append((child, depth + 1))
+            elif not unsafe:
+                unsafe = _unsafe_leaf(child)
+        if nodes > max_nodes:
+            return f"more than {max_nodes} values", unsafe
     return None, unsafe
+
+
+def _unsafe_leaf(item: Any) -> bool:
+    if isinstance(item, int) and not isinstance(item, bool):
+        return not -INT64_MAX - 1 <= item <= INT64_MAX
+    if isinstance(item, float):
+        return not math.isfinite(item)
+    if isinstance(item, str):
+        return not item.isascii() and _SURROGATE.search(item) is not None
+    return False
 
 
 def check_record(record: RawRecord) -> RawRecord:
