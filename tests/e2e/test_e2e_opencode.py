@@ -105,4 +105,7 @@ def test_a_session_deleted_with_opencodes_cli_is_closed(
     assert [e["session.reason"] for e in ends] == ["exit", "deleted"]
     assert all(e["gen_ai.session.id"] == session for e in ends)
     last = sorted((e for e in after if e["event.name"] == "session.status"), key=lambda e: e["time_unix_nano"])[-1]
-    assert last["session.status"] == "closed" and last["agent.hook_event_name"] == "session.deleted"
+    # closed it stays: the status kept with the checkpoints says closed already (the dispose at exit), so
+    # the deletion ends the session again without a status change back to anything else
+    assert last["session.status"] == "closed"
+    assert last["agent.hook_event_name"] in ("plugin.dispose", "session.deleted")
