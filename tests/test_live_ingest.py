@@ -161,8 +161,9 @@ def test_the_run_command_adds_the_ingest_and_the_pipeline_has_the_tracker(tmp_pa
     service = service_for(paths)
     try:
         assert isinstance(service.status, SessionStatusTracker)
-        assert [p.name for p in daemon_parts(service)] == ["ingest", "watchdog"]
+        assert [p.name for p in daemon_parts(service)] == ["ingest", "autodeploy", "watchdog"]
         service.config.ingest.enabled = False
+        service.config.deploy.auto = False
         assert [p.name for p in daemon_parts(service)] == ["watchdog"]
     finally:
         service.shutdown()
