@@ -40,7 +40,10 @@ def free_port() -> int:
 
 def collector_env(home: Path, port: int) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_COLLECTOR_")}
-    env.update(AGENT_COLLECTOR_HOME=str(home), AGENT_COLLECTOR_INGEST__PORT=str(port))
+    # These tests place the plugin by hand (write_plugin) and must keep it as placed: no auto-deploy, whose
+    # records would let the watchdog put its own version back.
+    env.update(AGENT_COLLECTOR_HOME=str(home), AGENT_COLLECTOR_INGEST__PORT=str(port),
+               AGENT_COLLECTOR_DEPLOY__AUTO="false")
     return env
 
 
