@@ -17,6 +17,9 @@ SHELL_TOOL = {
     "gemini-cli": "run_shell_command",
     "qwen-code": "run_shell_command",
     "opencode": "bash",
+    "kilo-code": "bash",
+    "copilot": "bash",
+    "pi": "bash",
 }
 WRITE_TOOL = {
     "claude-code": "Write",
@@ -24,6 +27,9 @@ WRITE_TOOL = {
     "gemini-cli": "write_file",
     "qwen-code": "write_file",
     "opencode": "write",
+    "kilo-code": "write",
+    "copilot": "create",
+    "pi": "write",
 }
 # How each agent reports `cat <missing>` (exit 1) back to the model.
 FAILURE_SIGNAL = {
@@ -32,6 +38,9 @@ FAILURE_SIGNAL = {
     "gemini-cli": re.compile(r"Exit Code: 1\b"),
     "qwen-code": re.compile(r"Exit Code: 1\b"),
     "opencode": re.compile(r"No such file or directory"),  # bare output; the exit code is only in metadata
+    "kilo-code": re.compile(r"No such file or directory"),  # as OpenCode
+    "copilot": re.compile(r"exit code 1\b"),
+    "pi": re.compile(r"Command exited with code 1\b"),
 }
 USAGE_CACHE_FIELD = {
     "anthropic": "cache_read_input_tokens",
