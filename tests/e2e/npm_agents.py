@@ -146,8 +146,12 @@ def _npm(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     if npm is None:
         raise AgentInstallError("npm is not on PATH; the e2e tests need node >= 20 and npm")
     cmd = [npm, *args, "--no-audit", "--no-fund", "--no-update-notifier"]
-    # npm's own download cache stays beside the install, never in the user's ~/.npm
-    env = {**os.environ, "npm_config_cache": str(root / NPM_CACHE_NAME)}
+    # npm's own download cache stays beside the install, never in the user's ~/.npm; so does the HOME the
+    # packages' install scripts see (OpenCode's and Kilo's write ~/.config, ~/.cache, ~/.local, ~/.bun)
+    home = root / "install-home"
+    home.mkdir(exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("XDG_")}
+    env.update(npm_config_cache=str(root / NPM_CACHE_NAME), HOME=str(home))
     try:
         return subprocess.run(
             cmd,
