@@ -63,7 +63,7 @@ from collector.sources.factory import BuildContext, build_sources
 from collector.sources.jsonl_files import JsonlFiles
 from collector.sources.spool_writer import SpoolWriter
 from collector.state import retention
-from collector.state.checkpoints import CHECKPOINTS_FILE, CheckpointStore, Commit, SessionRow
+from collector.state.checkpoints import CHECKPOINTS_FILE, CheckpointStore, Commit, KeyState, SessionRow
 from collector.state.rebuild import REBUILT_KEY, open_checkpoints
 from collector.util import private
 from collector.util.atomic import atomic_write
@@ -173,6 +173,11 @@ class Service:
         self._watch_dirs = self._current_watch_dirs()
         log.info("agent-collector %s: %d agents, %d sources, exporters: %s", __version__, len(self.definitions),
                  len(self.sources), ", ".join(e.name for e in self.exporters))
+
+    def state_slot(self, key: str) -> KeyState:
+        """A daemon part's own key in the checkpoint store (its bookkeeping), once ``startup`` ran."""
+        assert self._store is not None
+        return KeyState(self._store, key)
 
     def shutdown(self) -> None:
         shutdown_all(self.exporters, EXPORTERS_SHUTDOWN_S)

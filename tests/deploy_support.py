@@ -12,6 +12,7 @@ import pytest
 
 from collector.definitions import AgentDefinition, load_definitions
 from collector.paths import Paths, resolve_paths
+from collector.state.checkpoints import CHECKPOINTS_FILE, CheckpointStore, KeyState, read_saved
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "deploy"
 AGENTS = ["claude-code", "codex", "gemini-cli", "qwen-code", "opencode", "copilot"]
@@ -112,3 +113,27 @@ def hook_commands(settings: Any) -> list[str]:
             for hook in group.get("hooks", []):
                 out.append(hook.get("command"))
     return out
+
+
+class StateSlots:
+    """Daemon parts' keys in a checkpoint store under ``paths``' state dir, as the daemon hands them in
+    (one store for the test, closed by ``close``)."""
+
+    def __init__(self, paths: Paths) -> None:
+        self.paths = paths
+        self._store: CheckpointStore | None = None
+
+    def __call__(self, key: str) -> KeyState:
+        if self._store is None:
+            self._store = CheckpointStore(self.paths.state_dir / CHECKPOINTS_FILE)
+        return KeyState(self._store, key)
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+
+def saved(paths: Paths, key: str) -> Any:
+    """What a daemon part saved under ``key``, read as ``agent-collector status`` reads it (None: nothing)."""
+    return read_saved(paths.state_dir / CHECKPOINTS_FILE, [key]).get(key)

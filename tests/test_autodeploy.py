@@ -13,16 +13,23 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from deploy_support import FIXTURES, clear_env, definitions, paths_for
+from deploy_support import FIXTURES, StateSlots, clear_env, definitions, paths_for, saved
 
 from collector.cli.main import main
 from collector.config import load_config
 from collector.deploy import State, integration_state, uninstall_agent
-from collector.deploy.autodeploy import AutoDeployer, status_file
+from collector.deploy.autodeploy import STATE_KEY, AutoDeployer, legacy_file
 from collector.deploy.choices import set_disabled
 from collector.paths import Paths
 
 OURS = b"agent-collector-hook.sh"
+
+
+@pytest.fixture
+def slots(env: tuple[Path, Paths]) -> Iterator[StateSlots]:
+    slots = StateSlots(env[1])
+    yield slots
+    slots.close()
 
 
 @pytest.fixture
@@ -49,7 +56,8 @@ def wait_for(check: Callable[[], bool], timeout: float) -> None:
 
 def test_an_agent_installed_later_is_deployed_once(env: tuple[Path, Paths]) -> None:
     home, paths = env
-    deployer = AutoDeployer(definitions(), paths)
+    first = StateSlots(paths)
+    deployer = AutoDeployer(definitions(), paths, first(STATE_KEY))
     assert deployer.scan() == []
     (home / ".claude").mkdir()  # some other program made the folder: no agent yet
     assert deployer.scan() == []
@@ -57,31 +65,49 @@ def test_an_agent_installed_later_is_deployed_once(env: tuple[Path, Paths]) -> N
     assert deployer.scan() == ["claude-code"]
     assert OURS in settings.read_bytes()
     assert integration_state(definitions()["claude-code"], paths)[0].state is State.IN_PLACE
-    report = json.loads(status_file(paths).read_text())
+    report = saved(paths, STATE_KEY)  # in the checkpoint store, as `status` reads it
     assert [d["agent"] for d in report["deployed"]] == ["claude-code"] and report["deployed"][0]["ok"]
     assert deployer.scan() == []  # once
+    first.close()
     uninstall_agent(definitions()["claude-code"], paths)
-    again = AutoDeployer(definitions(), paths)  # a restarted daemon remembers: the user took it out
+    second = StateSlots(paths)
+    again = AutoDeployer(definitions(), paths, second(STATE_KEY))  # a restarted daemon remembers: the user took it out
     assert again.scan() == [] and OURS not in settings.read_bytes()
+    second.close()
 
 
-def test_an_agent_already_deployed_by_install_is_not_touched(env: tuple[Path, Paths]) -> None:
+def test_the_autodeploy_json_of_an_older_version_moves_into_the_store(env: tuple[Path, Paths],
+                                                                      slots: StateSlots) -> None:
+    """What an older version saw installed (and the user uninstalled since) stays known after the upgrade."""
+    home, paths = env
+    settings = install_claude_later(home)
+    before = settings.read_bytes()
+    legacy_file(paths).parent.mkdir(parents=True, exist_ok=True)
+    legacy_file(paths).write_text(json.dumps({"known": {"claude-code": 1.0}, "deployed": [], "scans": 3}))
+    deployer = AutoDeployer(definitions(), paths, slots(STATE_KEY))
+    assert not legacy_file(paths).exists() and deployer.state.known == {"claude-code": 1.0}
+    assert deployer.scan() == [] and settings.read_bytes() == before
+    assert saved(paths, STATE_KEY)["scans"] == 4
+
+
+def test_an_agent_already_deployed_by_install_is_not_touched(env: tuple[Path, Paths], slots: StateSlots) -> None:
     home, paths = env
     from collector.deploy import install_agent
 
     settings = install_claude_later(home)
     install_agent(definitions()["claude-code"], paths)
     before = settings.read_bytes()
-    assert AutoDeployer(definitions(), paths).scan() == []
+    assert AutoDeployer(definitions(), paths, slots(STATE_KEY)).scan() == []
     assert settings.read_bytes() == before
 
 
-def test_a_disabled_agent_is_not_deployed(env: tuple[Path, Paths], caplog: pytest.LogCaptureFixture) -> None:
+def test_a_disabled_agent_is_not_deployed(env: tuple[Path, Paths], slots: StateSlots,
+                                          caplog: pytest.LogCaptureFixture) -> None:
     home, paths = env
     set_disabled(paths, "claude-code", True)
     settings = install_claude_later(home)
     before = settings.read_bytes()
-    deployer = AutoDeployer(definitions(), paths)
+    deployer = AutoDeployer(definitions(), paths, slots(STATE_KEY))
     with caplog.at_level("INFO"):
         assert deployer.scan() == [] and deployer.scan() == []
     assert settings.read_bytes() == before
@@ -99,13 +125,13 @@ def test_auto_deploy_can_be_switched_off(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def running(env: tuple[Path, Paths]) -> Iterator[tuple[Path, Paths, AutoDeployer]]:
+def running(env: tuple[Path, Paths], slots: StateSlots) -> Iterator[tuple[Path, Paths, AutoDeployer]]:
     home, paths = env
-    deployer = AutoDeployer(definitions(), paths, rescan_s=3600)  # only file events can trigger it
+    deployer = AutoDeployer(definitions(), paths, slots(STATE_KEY), rescan_s=3600)  # only file events trigger it
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_until_complete, args=(deployer.run(),), daemon=True)
     thread.start()
-    wait_for(lambda: status_file(paths).exists(), timeout=10)  # the first detection ran
+    wait_for(lambda: saved(paths, STATE_KEY) is not None, timeout=10)  # the first detection ran
     time.sleep(0.5)  # and the watches are up
     yield home, paths, deployer
     loop.call_soon_threadsafe(deployer.stop)

@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from deploy_support import choose_settings_variant, clear_env, definitions, make_home, paths_for
+from deploy_support import StateSlots, choose_settings_variant, clear_env, definitions, make_home, paths_for, saved
 
 from collector.cli.main import main
 from collector.deploy import install_agent
 from collector.deploy.choices import set_disabled
-from collector.deploy.watchdog import Watchdog, status_file
+from collector.deploy.watchdog import STATE_KEY, Watchdog, legacy_file
 from collector.ingest.secret import ingest_port
 from collector.paths import Paths
 
@@ -56,6 +56,13 @@ class FakeClock:
 
 
 @pytest.fixture
+def slots(env: tuple[Path, Paths]) -> Iterator[StateSlots]:
+    slots = StateSlots(env[1])
+    yield slots
+    slots.close()
+
+
+@pytest.fixture
 def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Paths]:
     clear_env(monkeypatch)
     home = make_home(tmp_path, ["claude-code", "qwen-code"])
@@ -79,10 +86,10 @@ def wait_for(predicate, timeout: float) -> float:  # type: ignore[no-untyped-def
     raise AssertionError(f"not within {timeout}s")
 
 
-def test_policy_cooldown_conflict_cap_and_next_day(env: tuple[Path, Paths]) -> None:
+def test_policy_cooldown_conflict_cap_and_next_day(env: tuple[Path, Paths], slots: StateSlots) -> None:
     home, paths = env
     clock = FakeClock()
-    dog = Watchdog(definitions(), paths, clock=clock, cooldown_s=5, daily_cap=3)
+    dog = Watchdog(definitions(), paths, slots(STATE_KEY), clock=clock, cooldown_s=5, daily_cap=3)
     settings = home / ".claude" / "settings.json"
     assert dog.check(settings) == []  # in place: nothing to do
     rewrite_once(settings)
@@ -104,12 +111,13 @@ def test_policy_cooldown_conflict_cap_and_next_day(env: tuple[Path, Paths]) -> N
     assert file_stats["capped"] and "daily cap" in file_stats["note"]
     clock.now += 86_400
     assert dog.check(settings) and OURS in settings.read_bytes()  # a new day, a new budget
-    assert json.loads(status_file(paths).read_text())["repairs_total"] == 4
+    assert saved(paths, STATE_KEY)["repairs_total"] == 4  # in the checkpoint store, as `status` reads it
+    assert not legacy_file(paths).exists()
 
 
-def test_unparseable_rewrite_is_left_alone(env: tuple[Path, Paths]) -> None:
+def test_unparseable_rewrite_is_left_alone(env: tuple[Path, Paths], slots: StateSlots) -> None:
     home, paths = env
-    dog = Watchdog(definitions(), paths, clock=FakeClock())
+    dog = Watchdog(definitions(), paths, slots(STATE_KEY), clock=FakeClock())
     settings = home / ".claude" / "settings.json"
     settings.write_text("{ half written")
     assert dog.check(settings) == []
@@ -120,15 +128,51 @@ def test_counts_survive_a_restart(env: tuple[Path, Paths]) -> None:
     home, paths = env
     clock = FakeClock()
     settings = home / ".claude" / "settings.json"
-    dog = Watchdog(definitions(), paths, clock=clock, daily_cap=2)
+    first = StateSlots(paths)
+    dog = Watchdog(definitions(), paths, first(STATE_KEY), clock=clock, daily_cap=2)
     for _ in range(2):
         rewrite_once(settings)
         clock.now += 10
         dog.check(settings)
-    again = Watchdog(definitions(), paths, clock=clock, daily_cap=2)
+    first.close()  # the daemon stops; the next one opens the store afresh
+    second = StateSlots(paths)
+    again = Watchdog(definitions(), paths, second(STATE_KEY), clock=clock, daily_cap=2)
     rewrite_once(settings)
     clock.now += 10
     assert again.check(settings) == [] and again.stats()["repairs_today"] == 2
+    second.close()
+
+
+def test_the_watchdog_json_of_an_older_version_moves_into_the_store(env: tuple[Path, Paths]) -> None:
+    """An upgrade keeps today's counts (the daily cap holds across it) and leaves no watchdog.json."""
+    home, paths = env
+    clock = FakeClock()
+    settings = home / ".claude" / "settings.json"
+    today = time.strftime("%Y-%m-%d", time.localtime(clock.now))
+    old = {"repairs_total": 7, "files": {str(settings): {"agent": "claude-code", "day": today, "repairs_today": 2,
+                                                         "repairs_total": 7, "last_repair_unix": clock.now - 60}}}
+    legacy_file(paths).write_text(json.dumps(old))
+    slots = StateSlots(paths)
+    dog = Watchdog(definitions(), paths, slots(STATE_KEY), clock=clock, daily_cap=2)
+    assert not legacy_file(paths).exists()
+    assert saved(paths, STATE_KEY) == old  # read once, as it was
+    rewrite_once(settings)
+    assert dog.check(settings) == [] and dog.stats()["repairs_total"] == 7  # capped by the migrated count
+    slots.close()
+    legacy_file(paths).write_text(json.dumps({"files": {}}))  # a stale file beside saved counts: the store wins
+    slots = StateSlots(paths)
+    again = Watchdog(definitions(), paths, slots(STATE_KEY), clock=clock, daily_cap=2)
+    assert not legacy_file(paths).exists() and again.stats()["repairs_today"] == 2
+    slots.close()
+
+
+def test_an_unreadable_watchdog_json_goes_and_the_watchdog_starts_afresh(env: tuple[Path, Paths]) -> None:
+    _, paths = env
+    legacy_file(paths).write_text("{ half written")
+    slots = StateSlots(paths)
+    dog = Watchdog(definitions(), paths, slots(STATE_KEY), clock=FakeClock())
+    assert not legacy_file(paths).exists() and dog.stats()["repairs_total"] == 0
+    slots.close()
 
 
 @pytest.fixture
@@ -137,7 +181,8 @@ def running(env: tuple[Path, Paths]) -> Iterator[tuple[Path, Paths, Watchdog]]:
     import threading
 
     home, paths = env
-    dog = Watchdog(definitions(), paths)
+    slots = StateSlots(paths)
+    dog = Watchdog(definitions(), paths, slots(STATE_KEY))
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_until_complete, args=(dog.run(),), daemon=True)
     thread.start()
@@ -147,6 +192,7 @@ def running(env: tuple[Path, Paths]) -> Iterator[tuple[Path, Paths, Watchdog]]:
     thread.join(timeout=10)
     assert not thread.is_alive()
     loop.close()
+    slots.close()
 
 
 def test_rewrite_by_another_process_is_restored_within_5s_and_counted(
@@ -159,8 +205,8 @@ def test_rewrite_by_another_process_is_restored_within_5s_and_counted(
     assert took < 5
     assert json.loads(settings.read_text())["otherTool"] == {"writes": 1}
     wait_for(lambda: dog.stats()["repairs_total"] == 1, timeout=2)
-    report = paths.state_dir / "watchdog.json"  # written just after the repair: wait for it, not for luck
-    wait_for(lambda: report.exists() and json.loads(report.read_text())["repairs_total"] == 1, timeout=2)
+    # saved just after the repair: wait for it, not for luck
+    wait_for(lambda: (saved(paths, STATE_KEY) or {}).get("repairs_total") == 1, timeout=2)
     assert main(["status", "--home", str(home), "--json"]) == 0
     status = json.loads(capsys.readouterr().out)
     assert status["watchdog"]["repairs_total"] == 1
@@ -214,10 +260,10 @@ def test_the_daemon_runs_the_watchdog(env: tuple[Path, Paths]) -> None:
                               cwd=Path(__file__).parents[1])
     try:
         settings = home / ".claude" / "settings.json"
-        wait_for(lambda: status_file(paths).exists(), timeout=20)  # the first check ran
+        wait_for(lambda: saved(paths, STATE_KEY) is not None, timeout=20)  # the first check ran
         rewrite_once(settings)
         wait_for(lambda: OURS in settings.read_bytes(), timeout=5)
-        wait_for(lambda: json.loads(status_file(paths).read_text())["repairs_total"] == 1, timeout=5)
+        wait_for(lambda: saved(paths, STATE_KEY)["repairs_total"] == 1, timeout=5)
     finally:
         daemon.send_signal(signal.SIGTERM)
         try:
@@ -244,7 +290,8 @@ def plugin_running(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     ingest_port(paths, 0, record=True)  # as `agent-collector install` does: the port is chosen once, then kept
     changes = install_agent(PLUGIN()["claude-code"], paths)
     assert not [c for c in changes if c.failed]
-    dog = Watchdog(PLUGIN(), paths, rescan_s=60, cooldown_s=0.2)  # repairs come from file events, not a rescan
+    slots = StateSlots(paths)
+    dog = Watchdog(PLUGIN(), paths, slots(STATE_KEY), rescan_s=60, cooldown_s=0.2)  # repairs come from file events
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_until_complete, args=(dog.run(),), daemon=True)
     thread.start()
@@ -254,6 +301,7 @@ def plugin_running(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     thread.join(timeout=10)
     assert not thread.is_alive()
     loop.close()
+    slots.close()
 
 
 def test_deleted_plugin_directory_comes_back_whole(plugin_running: tuple[Path, Paths, Watchdog]) -> None:

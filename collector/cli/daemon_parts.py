@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from collector.dashboard.live import dashboard_route
+from collector.deploy import autodeploy, watchdog
 from collector.deploy.autodeploy import AutoDeployPart
 from collector.deploy.watchdog import WatchdogPart
 from collector.ingest.live import IngestPart, ingest_config, live_snapshot
@@ -25,7 +26,9 @@ def daemon_parts(service: Service) -> list[DaemonPart]:
                                 routes=[dashboard_route(service.paths, service.config, snapshot)],
                                 paths=service.paths))
     if service.config.deploy.auto:
-        parts.append(AutoDeployPart(service.definitions, service.paths, service.config.deploy.rescan_s))
+        parts.append(AutoDeployPart(service.definitions, service.paths, service.config.deploy.rescan_s,
+                                    service.state_slot(autodeploy.STATE_KEY)))
     if service.config.watchdog.enabled:
-        parts.append(WatchdogPart(service.definitions, service.paths, service.config.watchdog))
+        parts.append(WatchdogPart(service.definitions, service.paths, service.config.watchdog,
+                                  service.state_slot(watchdog.STATE_KEY)))
     return parts

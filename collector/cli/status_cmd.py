@@ -16,6 +16,7 @@ from collector.config import ConfigError, load_for
 from collector.paths import Paths
 from collector.plugins import check_definition, load_agents
 from collector.sources.spool_lines import DROPPED, PAYLOAD_INVALID
+from collector.state.checkpoints import CHECKPOINTS_FILE, read_saved
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -64,11 +65,9 @@ def read_status(paths: Paths) -> dict[str, Any]:
         status = orjson.loads((paths.state_dir / "status.json").read_bytes())
     pid = _daemon_pid(paths)
     status["service"] = {"running": pid is not None, "pid": pid}
-    for extra in ("watchdog", "autodeploy", "service"):
-        path = paths.state_dir / f"{extra}.json"
-        if extra != "service" and path.exists():
-            with contextlib.suppress(orjson.JSONDecodeError):
-                status[extra] = orjson.loads(path.read_bytes())
+    from collector.deploy import autodeploy, watchdog
+
+    status.update(read_saved(paths.state_dir / CHECKPOINTS_FILE, (watchdog.STATE_KEY, autodeploy.STATE_KEY)))
     return status
 
 

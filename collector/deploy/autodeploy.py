@@ -7,16 +7,17 @@ on PATH without a file event we watch). An agent is deployed when it is detected
 definition, not disabled by the user (``agents disable``), has no deploy record (nothing of ours is
 deployed for it) and was not deployed or seen deployed before: an agent the user took out with
 ``uninstall`` while it stayed installed is left alone. The agents seen installed and every deploy are kept in
-``<state dir>/autodeploy.json`` (atomically written), which ``agent-collector status`` prints; each deploy
-is logged.
+the checkpoint store under the ``autodeploy`` key (a :class:`KeyState` the daemon hands in; an
+``autodeploy.json`` of an older version is moved there at start-up), which ``agent-collector status``
+prints; each deploy is logged.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
+import sqlite3
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -27,17 +28,20 @@ from collector.definitions.detect import detect
 from collector.definitions.loader import AgentDefinition
 from collector.deploy.choices import disabled_agents
 from collector.deploy.engine import install_agent
-from collector.deploy.fsutil import read_or_none, write_atomic
 from collector.deploy.model import Action
 from collector.deploy.records import RecordStore
 from collector.paths import Paths
-from collector.util.private import private_dir
+from collector.state.checkpoints import KeyState
 
 log = logging.getLogger(__name__)
 MAX_HISTORY = 50
 
 
-def status_file(paths: Paths) -> Path:
+STATE_KEY = "autodeploy"  # its slot in the checkpoint store
+
+
+def legacy_file(paths: Paths) -> Path:
+    """Where versions before the checkpoint store owned it kept auto-deploy's state."""
     return paths.state_dir / "autodeploy.json"
 
 
@@ -51,14 +55,17 @@ class AutoDeployState:
 
 
 class AutoDeployer:
-    def __init__(self, definitions: Mapping[str, AgentDefinition], paths: Paths, rescan_s: float = 120.0,
-                 clock: Callable[[], float] = time.time, hook_script: Path | None = None) -> None:
+    def __init__(self, definitions: Mapping[str, AgentDefinition], paths: Paths, state: KeyState,
+                 rescan_s: float = 120.0, clock: Callable[[], float] = time.time,
+                 hook_script: Path | None = None) -> None:
         self.definitions = dict(definitions)
         self.paths = paths
+        self.slot = state
         self.rescan_s = rescan_s
         self.clock = clock
         self.hook_script = hook_script
-        self.state = _load(paths)
+        state.adopt(legacy_file(paths))
+        self.state = _load(state)
         self._told: set[str] = set()  # detected but disabled: logged once
         self._stop = asyncio.Event()
 
@@ -173,10 +180,9 @@ class AutoDeployer:
 
     def _write_status(self) -> None:
         try:
-            private_dir(status_file(self.paths).parent)
-            write_atomic(status_file(self.paths), json.dumps(self.stats(), indent=2).encode() + b"\n", mode=0o600)
-        except OSError as exc:
-            log.warning("auto-deploy: cannot write %s: %s", status_file(self.paths), exc)
+            self.slot.save(self.stats())
+        except sqlite3.Error as exc:
+            log.warning("auto-deploy: cannot save its state: %s", exc)
 
 
 def _why_not(defn: AgentDefinition) -> str:
@@ -185,17 +191,16 @@ def _why_not(defn: AgentDefinition) -> str:
     return f"disabled by you (`agent-collector agents enable {defn.id}` allows it)"
 
 
-def _load(paths: Paths) -> AutoDeployState:
-    raw = read_or_none(status_file(paths))
-    if raw is None:
+def _load(state: KeyState) -> AutoDeployState:
+    data = state.load()
+    if data is None:
         return AutoDeployState()
     try:
-        data = json.loads(raw)
         known = {str(k): float(v) for k, v in data.get("known", {}).items()}
         deployed = [d for d in data.get("deployed", []) if isinstance(d, dict)][-MAX_HISTORY:]
         return AutoDeployState(known, deployed, int(data.get("scans", 0)), int(data.get("errors", 0)))
     except (ValueError, TypeError, AttributeError):
-        log.warning("auto-deploy: %s is unreadable; starting afresh", status_file(paths))
+        log.warning("auto-deploy: its saved state is unreadable; starting afresh")
         return AutoDeployState()
 
 
@@ -204,8 +209,9 @@ class AutoDeployPart:
 
     name = "autodeploy"
 
-    def __init__(self, definitions: Mapping[str, AgentDefinition], paths: Paths, rescan_s: float) -> None:
-        self.deployer = AutoDeployer(definitions, paths, rescan_s=rescan_s)
+    def __init__(self, definitions: Mapping[str, AgentDefinition], paths: Paths, rescan_s: float,
+                 state: KeyState) -> None:
+        self.deployer = AutoDeployer(definitions, paths, state, rescan_s=rescan_s)
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:

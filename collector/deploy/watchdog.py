@@ -5,16 +5,18 @@ file changes and our entries are gone or altered (``foreign_modified`` / ``outda
 integrations that write into that file, within a second or so. Two tools fighting over one file cannot
 loop: after a repair the file is left alone for ``cooldown_s``, and after ``daily_cap`` repairs in a day it
 is left alone until the next day and reported as a conflict. An agent the user disabled
-(``agents disable``) is never touched. Every repair is logged; counters go to ``stats()`` and to
-``<state_dir>/watchdog.json`` (atomically), which ``agent-collector status`` prints.
+(``agents disable``) is never touched. Every repair is logged; counters go to ``stats()`` and, as they
+change, into the checkpoint store under the ``watchdog`` key (a :class:`KeyState` the daemon hands in),
+which ``agent-collector status`` prints. A ``watchdog.json`` left by an older version is moved there at
+start-up.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
+import sqlite3
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
@@ -25,11 +27,11 @@ from collector.config import WatchdogSection
 from collector.definitions.loader import AgentDefinition
 from collector.deploy.choices import disabled_agents
 from collector.deploy.engine import integration_state, repair_file
-from collector.deploy.fsutil import read_or_none, real_target
+from collector.deploy.fsutil import real_target
 from collector.deploy.model import Action, State
 from collector.deploy.records import RecordStore
 from collector.paths import Paths
-from collector.util.atomic import atomic_write
+from collector.state.checkpoints import KeyState
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +51,11 @@ class FileWatch:
     note: str = ""
 
 
-def status_file(paths: Paths) -> Path:
+STATE_KEY = "watchdog"  # its slot in the checkpoint store
+
+
+def legacy_file(paths: Paths) -> Path:
+    """Where versions before the checkpoint store owned it kept the watchdog's counts."""
     return paths.state_dir / "watchdog.json"
 
 
@@ -58,6 +64,7 @@ class Watchdog:
         self,
         definitions: Mapping[str, AgentDefinition],
         paths: Paths,
+        state: KeyState,
         clock: Callable[[], float] = time.time,
         hook_script: Path | None = None,
         cooldown_s: float = 5.0,
@@ -67,6 +74,7 @@ class Watchdog:
     ) -> None:
         self.definitions = dict(definitions)
         self.paths = paths
+        self.state = state
         self.clock = clock
         self.hook_script = hook_script
         self.cooldown_s = cooldown_s
@@ -253,18 +261,18 @@ class Watchdog:
 
     def _write_status(self) -> None:
         try:
-            data = json.dumps(self.stats(), indent=2).encode() + b"\n"
-            atomic_write(status_file(self.paths), data, mode=0o600)
-        except OSError as exc:
-            log.warning("watchdog: cannot write %s: %s", status_file(self.paths), exc)
+            self.state.save(self.stats())
+        except sqlite3.Error as exc:
+            log.warning("watchdog: cannot save its counts: %s", exc)
 
     def _restore_counts(self) -> None:
         """Today's counts survive a daemon restart, so a restart loop cannot lift the daily cap."""
-        raw = read_or_none(status_file(self.paths))
-        if raw is None:
+        self.state.adopt(legacy_file(self.paths))
+        saved = self.state.load()
+        if saved is None:
             return
         try:
-            files = json.loads(raw).get("files", {})
+            files = saved.get("files", {})
             today = time.strftime("%Y-%m-%d", time.localtime(self.clock()))
             for name, data in files.items():
                 watch = FileWatch(**data)
@@ -281,8 +289,10 @@ class WatchdogPart:
 
     name = "watchdog"
 
-    def __init__(self, definitions: Mapping[str, AgentDefinition], paths: Paths, section: WatchdogSection) -> None:
-        self.watchdog = Watchdog(definitions, paths, cooldown_s=section.cooldown_s, daily_cap=section.daily_cap)
+    def __init__(self, definitions: Mapping[str, AgentDefinition], paths: Paths, section: WatchdogSection,
+                 state: KeyState) -> None:
+        self.watchdog = Watchdog(definitions, paths, state, cooldown_s=section.cooldown_s,
+                                 daily_cap=section.daily_cap)
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:

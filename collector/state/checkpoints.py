@@ -1,17 +1,23 @@
 """The one module that writes collector state: source positions, seen event ids (they expire after
 ``collector.seen_retention_days``), and component state (the correlator's and the turn step's, the JSONL
-exporter's mark, today's counts, each trace exporter's open turns and unsent spans).
+exporter's mark, today's counts, each trace exporter's open turns and unsent spans, the watchdog's repair
+counts and auto-deploy's agents seen and deploys, each under its own key: :class:`KeyState`).
 
 State lives in one SQLite database in WAL mode with ``synchronous=FULL``: a commit is one transaction,
 so positions, the dedupe ids of the entries they produced and the exporters' marks move together or not
 at all. Other files under the state directory are reports (``status.json``), written through
 ``collector.util.atomic``; a durable queue keeps its own segments and acknowledged position in its
-directory. A ``kill -9`` at any point leaves the last committed transaction (SQLite's journal gives the
-temp-file-fsync-rename guarantee without rewriting the whole state on every batch).
+directory. What the user decided and what ``install`` needs to undo its edits (``agent-choices.json``,
+the deploy records under ``deploy/``) stay files of their own: they are written by commands that run
+without the daemon and, unlike this store, cannot be rebuilt from the outputs. A ``kill -9`` at any
+point leaves the last committed transaction (SQLite's journal gives the temp-file-fsync-rename
+guarantee without rewriting the whole state on every batch).
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import sqlite3
 import threading
 import time
@@ -23,6 +29,8 @@ from typing import Any
 import orjson
 
 from collector.util.private import create_private, private_dir
+
+log = logging.getLogger(__name__)
 
 CHECKPOINTS_FILE = "checkpoints.sqlite"  # under the state directory
 _SCHEMA = """
@@ -197,3 +205,36 @@ class KeyState:
 
     def save(self, value: Any) -> None:
         self.store.put({self.key: value})
+
+    def adopt(self, legacy: Path) -> None:
+        """Move a component's state from the JSON file an older version kept it in (``legacy``) into
+        this slot: read once when the slot is empty, then the file goes (an unreadable one too)."""
+        if not legacy.is_file():
+            return
+        if self.load() is None:
+            try:
+                self.save(orjson.loads(legacy.read_bytes()))
+                log.info("%s moved into the checkpoint store (%s)", legacy, self.key)
+            except (OSError, orjson.JSONDecodeError) as exc:
+                log.warning("%s is unreadable (%s); %s starts afresh", legacy, exc, self.key)
+        with contextlib.suppress(FileNotFoundError):
+            legacy.unlink()
+
+
+def read_saved(path: Path, keys: Iterable[str]) -> dict[str, Any]:
+    """The saved values of ``keys`` (those present), read from the store at ``path`` without writing
+    (``agent-collector status`` beside a running daemon); nothing when there is no readable store."""
+    if not path.is_file():
+        return {}
+    keys = list(keys)
+    try:
+        db = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+        try:
+            marks = ",".join("?" * len(keys))
+            rows = db.execute(f"SELECT key, value FROM kv WHERE key IN ({marks})", keys).fetchall()
+        finally:
+            db.close()
+        return {key: orjson.loads(value) for key, value in rows}
+    except (sqlite3.Error, orjson.JSONDecodeError) as exc:
+        log.warning("cannot read %s: %s", path, exc)
+        return {}

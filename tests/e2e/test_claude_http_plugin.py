@@ -26,6 +26,7 @@ from collector.deploy import install_agent
 from collector.deploy.http_plugin import write_plugin
 from collector.ingest.secret import read_token
 from collector.paths import Paths, resolve_paths
+from collector.state.checkpoints import CHECKPOINTS_FILE, read_saved
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -259,7 +260,7 @@ def test_watchdog_restores_a_deleted_plugin_and_the_next_session_uses_it(
                               env=collector_env(env.home, port), stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, text=True)
     try:
-        wait_for(lambda: _reachable(port) and (paths.state_dir / "watchdog.json").exists())
+        wait_for(lambda: _reachable(port) and read_saved(paths.state_dir / CHECKPOINTS_FILE, ["watchdog"]))
         shutil.rmtree(root)
         started = time.monotonic()
         wait_for(lambda: manifest.exists() and hooks.exists(), timeout=5)
