@@ -25,6 +25,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -38,6 +39,7 @@ from collector.definitions import AgentDefinition
 from collector.delivery import Delivery
 from collector.deploy.choices import disabled_agents
 from collector.exporters.base import Exporter, shutdown_all
+from collector.exporters.queue import Backlog, QueuedExporter
 from collector.exporters.registry import ExporterContext, build_exporters
 from collector.external.agents import ExternalAgents, load_external
 from collector.handoff import RequestDesk
@@ -83,6 +85,8 @@ RETRY_HELD_S = 1.0  # how often a batch an exporter refused is offered again
 STATUS_EVERY_S = 1.0  # status.json is rewritten at most this often (and only when it changed)
 WORKER_JOIN_S = 1.5  # how long a stop waits for the worker to reach a batch boundary
 EXPORTERS_SHUTDOWN_S = 2.5  # budget for every exporter's shutdown together (queues drain meanwhile)
+END_STALL_S = 10.0  # collect --once: stop waiting for delivery after this long without progress
+END_LIMIT_S = 600.0  # ... or after this long in all
 
 
 class AlreadyRunning(Exception):
@@ -178,6 +182,21 @@ class Service:
         """A daemon part's own key in the checkpoint store (its bookkeeping), once ``startup`` ran."""
         assert self._store is not None
         return KeyState(self._store, key)
+
+    def end_of_input(self, stall_s: float = END_STALL_S, limit_s: float = END_LIMIT_S) -> list[Backlog]:
+        """``collect --once`` read everything: every queued exporter delivers what it holds and sends what
+        the input shows finished (the trace exporter: turns ended, or idle by their entries' own times),
+        all at once; returns what each could not deliver in time (it stays queued for the next run)."""
+        queues = [e for e in self.exporters if isinstance(e, QueuedExporter)]
+        if not queues:
+            return []
+        with ThreadPoolExecutor(max_workers=len(queues), thread_name_prefix="end-of-input") as pool:
+            left = list(pool.map(lambda q: q.end_of_input(stall_s, limit_s), queues))
+        for backlog in left:
+            if not backlog.empty:
+                log.warning("%s: %d entries still queued and %d items unsent (%s); they go with the next run",
+                            backlog.name, backlog.queued, backlog.unsent, backlog.error or "no progress")
+        return [b for b in left if not b.empty]
 
     def shutdown(self) -> None:
         shutdown_all(self.exporters, EXPORTERS_SHUTDOWN_S)

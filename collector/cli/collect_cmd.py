@@ -34,7 +34,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Read every source from its checkpoint to its current end, export, commit, exit. "
                     "Safe to repeat: nothing is read twice, nothing is written twice. When a daemon runs on "
                     "the same data, it does the work (it alone writes checkpoints and output) and this "
-                    "command waits for it, showing its progress.",
+                    "command waits for it, showing its progress. With OTLP on, it sends the trace of every "
+                    "turn its input shows finished (ended, or idle by its entries' own times) and waits for "
+                    "delivery before it exits.",
     )
     collect.add_argument("--once", action="store_true", required=True, help="one pass (the only mode)")
     add_home(collect)
@@ -62,10 +64,15 @@ def cmd_collect(args: argparse.Namespace) -> int:
     try:
         meter = Meter(service.sources, line.show if line else None)
         result = asyncio.run(service.collect_once(meter))
+        left = service.end_of_input() if result.blocked is None else []
     finally:
         service.shutdown()
         if line:
             line.done()
+    for backlog in left:
+        sys.stderr.write(f"{backlog.name}: not delivered yet: {backlog.queued} entries queued, {backlog.unsent} "
+                         f"spans unsent ({backlog.error or 'no progress'}); the next run or the daemon sends "
+                         "them\n")
     if result.blocked is not None:
         return fail(f"stopped before the end: {result.blocked}; what was not written is read again next time")
     if not args.quiet:

@@ -123,6 +123,22 @@ class OtlpTracesExporter:
                 self._save()
             self._send_outbox()
 
+    def end_of_input(self, now_ns: int) -> None:
+        """``collect --once`` read everything: send every turn its input shows finished, judged by the
+        entries' own times (``TurnAssembler.end_of_input``); raises ExportError when the backend is down
+        (the spans stay in the outbox, saved, for the next tick or run)."""
+        with self._lock:
+            for unit in self.turns.end_of_input(now_ns):
+                self._build(unit)
+            self._save()
+            self._send_outbox()
+
+    def backlog(self) -> int:
+        """Spans built and not sent yet. Without the lock (a send may hold it for its whole timeout):
+        ``outbox`` is only ever extended or replaced, so this reads one consistent list."""
+        outbox = self.outbox
+        return sum(len(item["spans"]) for item in list(outbox))
+
     def flush_all(self) -> None:
         """Send every open turn now, marked incomplete (used by replays and tests)."""
         with self._lock:

@@ -20,6 +20,12 @@ that were still undelivered in them are counted (``dropped``), logged, and kept 
 If ``inner`` has a ``tick(now_ns)`` method the delivery thread calls it about once a second when it has
 nothing else to do (the trace exporter closes idle turns there); an ``ExportError`` from ``tick`` is retried
 with the same backoff.
+
+``end_of_input()`` is for a run that ends (``collect --once``): once everything queued has reached
+``inner``, the delivery thread calls ``inner.end_of_input(now_ns)`` (the trace exporter sends the turns its
+input shows finished) and goes on delivering and retrying as usual; the caller waits until nothing is left
+(queued here or, per ``inner.backlog()``, unsent there), giving up after a stretch without progress, and
+learns what is left (it stays on disk for the next run or the daemon).
 """
 
 from __future__ import annotations
@@ -61,6 +67,20 @@ class QueueOptions:
     tick_interval: float = 1.0
     drain_timeout: float = 2.0
     max_unexpected_failures: int = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Backlog:
+    """What ``end_of_input`` left undelivered: entries still queued, items the inner exporter holds."""
+
+    name: str
+    queued: int
+    unsent: int
+    error: str | None
+
+    @property
+    def empty(self) -> bool:
+        return self.queued == 0 and self.unsent == 0
 
 
 @dataclass(slots=True)
@@ -302,6 +322,7 @@ class QueuedExporter:
         self._closed = False
         self._counters = _Counters(dropped=self._store.dropped_total, delivered=self._store.delivered_total)
         self._thread: threading.Thread | None = None
+        self._ending = ""  # "asked": end_of_input waits for the thread to tell inner; "done": it did
         if self._store.pending:
             log.info("queue %s: %d entries left from a previous run", self.name, self._store.pending)
         if start:
@@ -395,6 +416,34 @@ class QueuedExporter:
                 self._wake.wait(min(remaining, 0.05))
         return True
 
+    def end_of_input(self, stall_s: float, limit_s: float) -> Backlog:
+        """Nothing more will be queued: deliver everything, let ``inner`` finish what its input shows
+        finished, and wait until that is delivered too, or ``stall_s`` pass without progress (``limit_s``
+        in all). Returns what is left."""
+        with self._wake:
+            self._ending = "asked"
+            self._wake.notify_all()
+        started = changed = time.monotonic()
+        seen: tuple[int, int, str] | None = None
+        while True:
+            now = (self.pending, self._inner_backlog(), self._ending)
+            if now == (0, 0, "done"):
+                break
+            if now != seen:
+                seen, changed = now, time.monotonic()
+            alive = self._thread is not None and self._thread.is_alive()
+            if not alive or time.monotonic() - changed >= stall_s or time.monotonic() - started >= limit_s:
+                break
+            with self._wake:
+                self._wake.wait(0.05)
+        with self._lock:
+            error = self._counters.last_error if not (now[0] == 0 and now[1] == 0) else None
+        return Backlog(self.name, now[0], now[1], error)
+
+    def _inner_backlog(self) -> int:
+        backlog = getattr(self.inner, "backlog", None)
+        return int(backlog()) if callable(backlog) else 0
+
     @property
     def pending(self) -> int:
         with self._lock:
@@ -418,6 +467,8 @@ class QueuedExporter:
                 if batch is not None:
                     self._deliver(batch)
                     batch = None
+                elif self._ending == "asked":
+                    self._end_input()
                 elif time.monotonic() - last_tick >= self.options.tick_interval:
                     last_tick = time.monotonic()
                     self._tick()
@@ -495,6 +546,17 @@ class QueuedExporter:
             self._counters.rejected += len(batch.entries)
             self._counters.last_error = reason
         self._commit(batch, delivered=0)
+
+    def _end_input(self) -> None:
+        """Tell ``inner`` its input has ended (once; a failed send is retried by later ticks)."""
+        end = getattr(self.inner, "end_of_input", None)
+        try:
+            if callable(end):
+                end(time.time_ns())
+        finally:
+            with self._wake:
+                self._ending = "done"
+                self._wake.notify_all()
 
     def _tick(self) -> None:
         tick = getattr(self.inner, "tick", None)

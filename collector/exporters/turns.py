@@ -7,12 +7,18 @@ hook that ended the turn), or after ``idle_ns`` without new entries (then it is 
 Entries for a turn already released come back as a *late* unit (spans without a new root, parented by the
 deterministic root id). Entries that did not pass the pipeline (direct use, queues written by an older
 version) are marked here by the same ``TurnMarker``.
+
+Those two waits are the daemon's, in wall-clock time since the entries arrived. When the input has ended
+(``collect --once`` read everything there is), :meth:`TurnAssembler.end_of_input` judges by the input
+itself: a turn something ended is sent at once, and a turn whose last entry's own time
+(``time_unix_nano``) is ``idle_ns`` or more before now is sent marked incomplete; a turn still recent by
+its entries' time stays open for the next run (or the daemon).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +37,7 @@ class OpenTurn:
     entries: list[Entry] = field(default_factory=list)
     ids: set[str] = field(default_factory=set)
     last_arrival_ns: int = 0
+    last_event_ns: int = 0  # the latest time_unix_nano of its entries
     ending_since_ns: int | None = None
 
 
@@ -85,6 +92,7 @@ class TurnAssembler:
         turn.entries.append(entry)
         turn.ids.add(event_id)
         turn.last_arrival_ns = now_ns
+        turn.last_event_ns = max(turn.last_event_ns, _event_ns(entry))
 
     def _end(self, tkey: TurnKey, now_ns: int) -> None:
         turn = self.open.get(tkey)
@@ -93,16 +101,30 @@ class TurnAssembler:
 
     # -- release ----------------------------------------------------------------------------------------
     def due(self, now_ns: int) -> list[TurnInput]:
-        """Turns ready to be sent (ended + grace, or idle), and late entries; they leave the open set."""
+        """Turns ready to be sent (ended + grace, or idle since they last got an entry), and late entries;
+        they leave the open set. The daemon's rule: wall-clock time since arrival."""
+        return self._release(lambda turn: _live_state(turn, now_ns, self.grace_ns, self.idle_ns))
+
+    def end_of_input(self, now_ns: int) -> list[TurnInput]:
+        """The input has ended (``collect --once``): every ended turn, and every turn whose last entry's
+        own time is ``idle_ns`` or more before ``now_ns`` (incomplete), and late entries."""
+        def state(turn: OpenTurn) -> bool | None:
+            if turn.ending_since_ns is not None:
+                return True
+            return False if now_ns - turn.last_event_ns >= self.idle_ns else None
+
+        return self._release(state)
+
+    def _release(self, state: Callable[[OpenTurn], bool | None]) -> list[TurnInput]:
+        """``state``: True (ended: send complete), False (idle: send incomplete), None (keep open)."""
         out: list[TurnInput] = []
         for tkey, turn in list(self.open.items()):
-            ended = turn.ending_since_ns is not None and now_ns - turn.ending_since_ns >= self.grace_ns
-            idle = turn.ending_since_ns is None and now_ns - turn.last_arrival_ns >= self.idle_ns
-            if not (ended or idle):
+            complete = state(turn)
+            if complete is None:
                 continue
             del self.open[tkey]
             self.closed[tkey] = ClosedTurn(ids=set(turn.ids))
-            out.append(TurnInput(turn.agent, turn.session, turn.key, turn.entries, complete=ended))
+            out.append(TurnInput(turn.agent, turn.session, turn.key, turn.entries, complete=complete))
         for tkey, entries in self.late.items():
             out.append(TurnInput(tkey[0], tkey[1], tkey[2], entries, complete=True, include_root=False))
         self.late = {}
@@ -131,6 +153,7 @@ class TurnAssembler:
                     "key": t.key,
                     "entries": t.entries,
                     "last_arrival_ns": t.last_arrival_ns,
+                    "last_event_ns": t.last_event_ns,
                     "ending_since_ns": t.ending_since_ns,
                 }
                 for t in self.open.values()
@@ -151,9 +174,23 @@ class TurnAssembler:
                 ending_since_ns=item.get("ending_since_ns"),
             )
             turn.ids = {str(e.get("event.id") or "") for e in turn.entries}
+            turn.last_event_ns = int(item.get("last_event_ns") or max(map(_event_ns, turn.entries), default=0))
             self.open[(turn.agent, turn.session, turn.key)] = turn
         self.marker = TurnMarker(data.get("marker"))
         for agent, session, key, ids, span_ids in data.get("closed", []):
             self.closed[(agent, session, key)] = ClosedTurn(set(ids), set(span_ids))
         for agent, session, key, entries in data.get("late", []):
             self.late[(agent, session, key)] = list(entries)
+
+
+def _event_ns(entry: Mapping[str, Any]) -> int:
+    try:
+        return int(entry.get("time_unix_nano") or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _live_state(turn: OpenTurn, now_ns: int, grace_ns: int, idle_ns: int) -> bool | None:
+    if turn.ending_since_ns is not None:
+        return True if now_ns - turn.ending_since_ns >= grace_ns else None
+    return False if now_ns - turn.last_arrival_ns >= idle_ns else None
