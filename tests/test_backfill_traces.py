@@ -101,10 +101,12 @@ def turns_in(entries: list[dict[str, Any]]) -> dict[str, tuple[str, bool]]:
     return {trace: (agent, trace in ended) for trace, agent in traces.items()}
 
 
-def span_tokens(spans: list[dict[str, Any]]) -> Counter[tuple[int, int, int, int]]:
-    return Counter((s["attributes"].get("gen_ai.usage.input_tokens", 0), s["attributes"].get("gen_ai.usage.output_tokens", 0),
-                    s["attributes"].get("gen_ai.usage.cache_read.input_tokens", 0),
-                    s["attributes"].get("gen_ai.usage.cache_creation.input_tokens", 0))
+TOKENS = ("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens", "gen_ai.usage.cache_read.input_tokens",
+          "gen_ai.usage.cache_creation.input_tokens")
+
+
+def span_tokens(spans: list[dict[str, Any]]) -> Counter[tuple[int, ...]]:
+    return Counter(tuple(s["attributes"].get(k, 0) for k in TOKENS)
                    for s in spans if s["attributes"].get("gen_ai.operation.name") == "chat")
 
 
@@ -130,7 +132,8 @@ def assert_traces(spans: list[dict[str, Any]], entries: list[dict[str, Any]]) ->
         chats = [s for s in inside.values() if s["name"].startswith("chat")]
         assert len(chats) == len(responses), f"{agent}: a chat span per model call"
         calls = {e["gen_ai.tool.call.id"] for e in turn_entries if e["event.name"] == "tool.call"}
-        tools = {s["attributes"]["gen_ai.tool.call.id"] for s in inside.values() if s["name"].startswith("execute_tool")}
+        tools = {s["attributes"]["gen_ai.tool.call.id"] for s in inside.values()
+                 if s["name"].startswith("execute_tool")}
         assert tools == calls, f"{agent}: a tool span per tool call"
 
 
@@ -225,3 +228,64 @@ def test_the_daemon_keeps_its_timers_and_a_later_collect_once_finishes(tmp_path:
 
     assert result.returncode == 0, result.stderr
     assert_traces(receiver.spans(), read_output(resolve_paths(home, env={}).output_dir))
+
+
+# -- the rule itself, and a backend that is down ----------------------------------------------------------
+MIN_NS = 60 * 10**9
+
+
+def _entry(name: str, time_ns: int, session: str = "s", **fields: Any) -> dict[str, Any]:
+    return {"event.name": name, "event.id": f"{session}-{name}-{time_ns}", "time_unix_nano": time_ns,
+            "gen_ai.agent.type": "claude-code", "gen_ai.session.id": session, **fields}
+
+
+def test_end_of_input_judges_by_the_entries_own_time() -> None:
+    """Read now: an ended turn goes at once (no grace), a quiet turn whose last entry is older than the idle
+    timeout goes incomplete, a quiet turn with a recent entry stays open; the daemon's rule (wall-clock
+    since arrival) sends none of them yet."""
+    from collector.exporters.turns import TurnAssembler
+
+    now = time.time_ns()
+    asm = TurnAssembler(idle_ns=5 * MIN_NS, grace_ns=3 * 10**9)
+    for entry in [_entry("user.prompt", now - 90 * MIN_NS, "ended"), _entry("session.end", now - 89 * MIN_NS, "ended"),
+                  _entry("user.prompt", now - 60 * MIN_NS, "quiet"), _entry("llm.response", now - 59 * MIN_NS, "quiet"),
+                  _entry("user.prompt", now - MIN_NS, "live")]:
+        asm.add(entry, now_ns=now)
+    assert asm.due(now) == [], "the daemon waits out grace and idle from arrival"
+    released = {t.session: t.complete for t in asm.end_of_input(now)}
+    assert released == {"ended": True, "quiet": False}
+    assert [t.session for t in asm.open.values()] == ["live"]
+    (live,) = asm.end_of_input(now + 4 * MIN_NS + 1)
+    assert live.session == "live" and not live.complete
+
+
+def test_end_of_input_with_the_backend_down_says_what_is_left(tmp_path: Path, receiver: OtlpReceiver) -> None:
+    """The spans wait in the exporter's saved outbox, the count is returned, and the next run sends them."""
+    from support import make_paths
+
+    from collector.exporters.otlp import build_otlp_exporters
+    from collector.exporters.queue import QueuedExporter, QueueOptions
+
+    fast = QueueOptions(backoff_initial=0.05, backoff_max=0.2, tick_interval=0.05, drain_timeout=0.5)
+    old = time.time_ns() - DAY_S * 10**9
+    usage = {"gen_ai.usage.input_tokens": 7, "gen_ai.usage.output_tokens": 3}
+    entries = [_entry("user.prompt", old, **{"gen_ai.turn.id": "t1"}),
+               _entry("llm.response", old + 10**9, **{"gen_ai.turn.id": "t1", "gen_ai.response.id": "r1", **usage})]
+    config = {"endpoint": receiver.endpoint, "signals": ["traces"], "timeout": 1}
+    receiver.fail_with = 503
+    (queue,) = build_otlp_exporters(config, {}, make_paths(tmp_path), options=fast)
+    assert isinstance(queue, QueuedExporter)
+    queue.export(entries)
+    left = queue.end_of_input(stall_s=1.0, limit_s=30)
+    queue.shutdown()
+    assert (left.queued, left.unsent) == (0, 2) and left.error and "503" in left.error
+    assert receiver.spans() == []
+
+    receiver.fail_with = None
+    (again,) = build_otlp_exporters(config, {}, make_paths(tmp_path), options=fast)
+    assert isinstance(again, QueuedExporter)
+    assert again.end_of_input(stall_s=5.0, limit_s=30).empty
+    again.shutdown()
+    spans = receiver.spans()
+    assert sorted(s["name"] for s in spans) == ["chat", "invoke_agent claude-code"]
+    assert span_tokens(spans) == Counter({(7, 3, 0, 0): 1})
