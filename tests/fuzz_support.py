@@ -19,18 +19,15 @@ from typing import Any
 
 import orjson
 from hypothesis import strategies as st
-from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
-from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from opentelemetry.sdk._logs.export import LogRecordExportResult
-from opentelemetry.sdk.metrics.export import MetricExportResult
-from opentelemetry.sdk.trace.export import SpanExportResult
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from support import FIXTURES, builtin_tracker, prepare_fixture
 
 from collector.agents.registry import load_parser
 from collector.definitions import load_definitions
 from collector.exporters.jsonl import JsonlExporter
-from collector.exporters.otlp_common import ResourceCache, SdkExporter
+from collector.exporters.otlp_common import ResourceCache
 from collector.exporters.otlp_logs import OtlpLogsExporter
 from collector.exporters.otlp_metrics import OtlpMetricsExporter
 from collector.exporters.otlp_traces import OtlpTracesExporter
@@ -108,21 +105,19 @@ def mutate(record: RawRecord, path: tuple[Any, ...], value: Any) -> RawRecord:
 
 
 class _Encoding:
-    """Stands in for the SDK's network exporter: encodes to OTLP protobuf bytes, sends nothing."""
+    """Stands in for the network: parses each encoded request with protobuf's own classes, sends nothing."""
 
-    def __init__(self, encode: Any, success: Any) -> None:
-        self.encode, self.success, self.bytes = encode, success, 0
+    endpoint = "memory"
 
-    def export(self, data: Any) -> Any:
-        self.bytes += len(self.encode(data).SerializeToString())
-        return self.success
+    def __init__(self, message: Any) -> None:
+        self.message, self.bytes = message, 0
 
-    def shutdown(self) -> None:
+    def send(self, body: bytes, what: str) -> None:
+        self.message.FromString(body)  # a request protobuf cannot parse fails the example
+        self.bytes += len(body)
+
+    def close(self) -> None:
         pass
-
-
-def _sdk(encode: Any, success: Any) -> SdkExporter:
-    return SdkExporter(_Encoding(encode, success), None, "memory")
 
 
 @dataclass
@@ -142,11 +137,11 @@ class Rig:
         resources = ResourceCache()
         self.exporters = [
             JsonlExporter(self.tmp / "out"),
-            OtlpLogsExporter("logs", _sdk(encode_logs, LogRecordExportResult.SUCCESS), resources),
-            OtlpTracesExporter("traces", _sdk(encode_spans, SpanExportResult.SUCCESS), resources,
+            OtlpLogsExporter("logs", _Encoding(ExportLogsServiceRequest), resources),
+            OtlpTracesExporter("traces", _Encoding(ExportTraceServiceRequest), resources,
                                KeyState(CheckpointStore(self.tmp / "t" / "checkpoints.sqlite"), "exporter.traces"),
                                idle_timeout_s=0, grace_s=0),
-            OtlpMetricsExporter("metrics", _sdk(encode_metrics, MetricExportResult.SUCCESS), resources),
+            OtlpMetricsExporter("metrics", _Encoding(ExportMetricsServiceRequest), resources),
         ]
 
     def run(self, records: list[RawRecord]) -> list[dict[str, Any]]:

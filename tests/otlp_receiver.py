@@ -1,7 +1,8 @@
 """A small OTLP/HTTP receiver for tests: decodes the real protobuf requests with ``opentelemetry-proto``.
 
 Bind 127.0.0.1 on a free port; ``stop()`` and ``start()`` again on the same port to simulate an outage;
-``fail_with = 503`` to answer errors. ``spans()``, ``logs()``, ``metric_points()`` flatten what arrived.
+``fail_with = 503`` to answer errors (``retry_after`` adds that header).
+``spans()``, ``logs()``, ``metric_points()`` flatten what arrived.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ class OtlpReceiver:
         self.port = port
         self.received = Received()
         self.fail_with: int | None = None
+        self.retry_after: str | None = None  # sent as Retry-After with a failure
         self.delay_s = 0.0
         self.requests = 0
         self._lock = threading.Lock()
@@ -78,6 +80,8 @@ class OtlpReceiver:
                     body = zlib.decompress(body)
                 status = receiver._handle(self.path, body, dict(self.headers.items()))
                 self.send_response(status)
+                if status != 200 and receiver.retry_after is not None:
+                    self.send_header("Retry-After", receiver.retry_after)
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.send_header("Content-Length", "0")
                 self.end_headers()

@@ -1,17 +1,21 @@
-"""Poison for OTLP is a permanent error: an entry protobuf cannot carry (a pre-1970 time, given to the
-exporters directly, past the pipeline's boundary) is dropped and counted; the 449 others reach a real
-OTLP/HTTP receiver, and the batch is not retried forever as if the backend were down."""
+"""Poison for OTLP is a permanent error: an entry protobuf cannot carry (a pre-1970 time or a lone UTF-16
+surrogate, given to the exporters directly, past the pipeline's boundary) is left out, counted and written
+to the quarantine file with its reason; the others reach a real OTLP/HTTP receiver, and the batch is not
+retried forever as if the backend were down."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from otlp_receiver import OtlpReceiver
+from support import make_paths
 from test_otlp_faults import entry, queues, wait_until
 
 from collector.pipeline.boundary import check_entry
+from collector.pipeline.quarantine import listing, quarantine_dir
 
 
 @pytest.fixture
@@ -46,3 +50,33 @@ def test_the_boundary_makes_the_same_entry_deliverable() -> None:
     check_entry(poisoned)
     assert poisoned["time_unix_nano"] == poisoned["observed_time_unix_nano"]
     assert poisoned["collector.time_replaced"] == "out_of_range"
+
+
+def test_the_unencodable_entry_is_in_the_quarantine_file_with_its_reason(
+    receiver: OtlpReceiver, tmp_path: Path
+) -> None:
+    config = {"endpoint": receiver.endpoint, "timeout": 2, "turn_grace": 0, "turn_idle_timeout": 0.2}
+    exporters = queues(config, tmp_path)
+    batch = [entry(i) for i in range(100)]
+    batch[31]["time_unix_nano"] = -1_000_000_000
+    batch[47] |= {"event.name": "tool.result", "gen_ai.tool.name": "cut emoji \ud83d"}  # a lone surrogate
+    for exporter in exporters:
+        exporter.export(batch)
+    wait_until(lambda: all(not e.stats()["queued"] for e in exporters))
+    wait_until(lambda: all(not e.stats()["inner"].get("outbox_spans") for e in exporters))
+    for exporter in exporters:
+        exporter.shutdown()
+    lines = listing(quarantine_dir(make_paths(tmp_path)))
+    by_exporter: dict[str, list[dict[str, Any]]] = {}
+    for line in lines:
+        assert line["stage"] == "export" and "data" not in line
+        by_exporter.setdefault(line["meta"]["exporter"], []).append(line)
+    logs = {line["meta"]["event.id"]: line["reason"] for line in by_exporter["otlp-default-logs"]}
+    assert set(logs) == {f"{31:032x}", f"{47:032x}"}
+    assert "fixed64 out of range" in logs[f"{31:032x}"] and "UTF-8" in logs[f"{47:032x}"]
+    assert by_exporter["otlp-default-metrics"][0]["meta"]["event.id"] == f"{47:032x}"  # its tool name
+    assert by_exporter["otlp-default-traces"], "the spans of both are quarantined by span id"
+    ids = {r["attributes"]["event.id"] for r in receiver.logs()}
+    assert ids == {f"{i:032x}" for i in range(100)} - {f"{31:032x}", f"{47:032x}"}
+    turns = [p for p in receiver.metric_points() if p["name"] == "agent_collector.turns"]
+    assert turns, "metrics of the other entries flowed"

@@ -155,7 +155,7 @@ def test_grpc_without_the_extra_is_a_clear_error(tmp_path: Path, monkeypatch: py
     real_import = builtins.__import__
 
     def no_grpc(name: str, *args: object, **kwargs: object) -> object:
-        if name.startswith("opentelemetry.exporter.otlp.proto.grpc"):
+        if name == "grpc" or name.startswith(("grpc.", "opentelemetry.exporter.otlp.proto.grpc")):
             raise ImportError(name)
         return real_import(name, *args, **kwargs)  # type: ignore[arg-type]
 

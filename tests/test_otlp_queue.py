@@ -210,12 +210,16 @@ def test_unexpected_exceptions_do_not_kill_delivery(tmp_path: Path) -> None:
     q.shutdown()
 
 
-def test_non_json_entry_is_refused_at_the_door(tmp_path: Path) -> None:
-    q = QueuedExporter(FakeBackend(), tmp_path / "q", options=FAST)
-    try:
-        q.export([{"x": object()}])
-    except ExportError as exc:
-        assert not exc.retryable
-    else:
-        raise AssertionError("expected ExportError")
+def test_a_non_json_entry_is_poison_at_the_door_and_the_rest_is_queued(tmp_path: Path) -> None:
+    backend = FakeBackend()
+    refused: list[tuple[Entry, str]] = []
+    q = QueuedExporter(backend, tmp_path / "q", options=FAST, poison=lambda e, why: refused.append((e, why)))
+    batch = entries(3)
+    batch[1]["x"] = object()
+    batch[2]["text"] = "cut emoji \ud83d"
+    q.export(batch)
+    assert q.flush(10)
+    assert [e["seq"] for e in backend.received] == [0]
+    assert [e["seq"] for e, _ in refused] == [1, 2] and all("not JSON" in why for _, why in refused)
+    assert q.stats()["rejected"] == 2
     q.shutdown()

@@ -12,21 +12,28 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 log = logging.getLogger(__name__)
 
 Entry = dict[str, Any]
+PoisonSink = Callable[[Entry, str], None]  # an entry an exporter cannot carry, and why (e.g. the quarantine)
+
+
+def no_sink(entry: Entry, reason: str) -> None:
+    """A poison sink that keeps nothing (the exporter counts it and logs it)."""
 
 
 class ExportError(Exception):
     """The batch was not accepted. ``retryable``: the caller keeps it and offers it again later;
-    otherwise it is refused for good (the caller counts and logs it)."""
+    otherwise it is refused for good (the caller counts and logs it). ``retry_after``: the least wait in
+    seconds the backend asked for (HTTP 429/503 ``Retry-After``), if it did."""
 
-    def __init__(self, message: str, retryable: bool = True) -> None:
+    def __init__(self, message: str, retryable: bool = True, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retryable = retryable
+        self.retry_after = retry_after
 
 
 @runtime_checkable

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -10,13 +11,16 @@ from typing import Any
 import orjson
 
 from collector.exporters.base import Exporter
-from collector.exporters.otlp_common import ResourceCache, make_sdk_exporter
+from collector.exporters.otlp_common import PoisonSink, ResourceCache
 from collector.exporters.otlp_config import BackendConfig, SignalConfig, load_otlp_config
 from collector.exporters.otlp_logs import OtlpLogsExporter
 from collector.exporters.otlp_metrics import OtlpMetricsExporter
+from collector.exporters.otlp_send import make_sender
 from collector.exporters.otlp_traces import OtlpTracesExporter
 from collector.exporters.queue import QueuedExporter, QueueOptions
+from collector.model.raw import RawRecord
 from collector.paths import Paths
+from collector.pipeline.quarantine import Quarantine, quarantine_dir
 from collector.state.checkpoints import CHECKPOINTS_FILE, CheckpointStore, KeyState
 
 LEGACY_STATE_FILE = "traces-state.json"
@@ -34,31 +38,48 @@ def build_signal_exporter(
     paths: Paths,
     options: QueueOptions | None = None,
     store: CheckpointStore | None = None,
+    quarantine: Quarantine | None = None,
 ) -> QueuedExporter:
     """One signal of one backend, wrapped in its own durable queue under ``paths.queue_dir``; a trace
     exporter keeps its open turns in the checkpoint store (``store``, else the one under ``paths``)."""
     name = exporter_name(backend.name, signal.signal)
     queue_dir = paths.queue_dir / name
     resources = ResourceCache(backend.resource_attributes)
-    sdk = make_sdk_exporter(signal)
+    sender = make_sender(signal)
+    poison = quarantine_sink(quarantine or Quarantine(quarantine_dir(paths)), name)
     inner: Exporter
     if signal.signal == "logs":
-        inner = OtlpLogsExporter(name, sdk, resources)
+        inner = OtlpLogsExporter(name, sender, resources, poison)
     elif signal.signal == "traces":
         state = KeyState(store or _store(paths), f"exporter.{name}")
         _adopt_legacy_state(queue_dir / LEGACY_STATE_FILE, state)
         inner = OtlpTracesExporter(
             name,
-            sdk,
+            sender,
             resources,
             state,
             idle_timeout_s=backend.turn_idle_timeout_s,
             grace_s=backend.turn_grace_s,
+            poison=poison,
         )
     else:
-        inner = OtlpMetricsExporter(name, sdk, resources)
+        inner = OtlpMetricsExporter(name, sender, resources, poison)
     cap = max(1, backend.queue_cap_bytes // max(1, len(backend.signals)))  # the backend's cap, shared
-    return QueuedExporter(inner, queue_dir, cap_bytes=cap, options=options)
+    return QueuedExporter(inner, queue_dir, cap_bytes=cap, options=options, poison=poison)
+
+
+def quarantine_sink(quarantine: Quarantine, exporter: str) -> PoisonSink:
+    """Poison of an OTLP exporter to the dead-letter file: where (the exporter, the entry's event id) and
+    why, never the entry's data (its content, if the policy kept any, is in the JSONL output already)."""
+
+    def sink(entry: dict[str, Any], reason: str) -> None:
+        ident = str(entry.get("event.id") or entry.get("otlp.span.id") or "")
+        meta = {k: str(v) for k, v in entry.items() if k in ("event.id", "event.name", "otlp.span.id")}
+        record = RawRecord(str(entry.get("gen_ai.agent.type") or "unknown"), f"otlp.{exporter.rsplit('-', 1)[-1]}",
+                           {}, f"otlp:{exporter}", ident, time.time_ns(), {**meta, "exporter": exporter})
+        quarantine.add(record, "export", reason, keep_data=False)
+
+    return sink
 
 
 def build_otlp_exporters(
@@ -75,9 +96,10 @@ def build_otlp_exporters(
     exporters: list[Exporter] = []
     backends = load_otlp_config(config, env)
     store = _store(paths) if any("traces" in b.signals for b in backends) else None
+    quarantine = Quarantine(quarantine_dir(paths)) if backends else None
     for backend in backends:
         for signal in backend.signals.values():
-            exporters.append(build_signal_exporter(backend, signal, paths, options, store))
+            exporters.append(build_signal_exporter(backend, signal, paths, options, store, quarantine))
     return exporters
 
 

@@ -1,10 +1,14 @@
-"""Every entry as an OpenTelemetry LogRecord, sent with the SDK's OTLP log exporter.
+"""Every entry as an OpenTelemetry LogRecord, encoded straight to OTLP protobuf and sent in one request.
 
-Records are made by an SDK ``LoggerProvider`` (one per resource: host.name + user.id) whose processor
-only collects them; the batch is then handed to ``OTLPLogExporter.export`` directly so that a failure
-reaches the durable queue as :class:`ExportError` instead of being swallowed by a background processor.
-The record's event name is ``event.name``, its time ``time_unix_nano``, its attributes the entry's fields
-(content fields only if the content policy left them in the entry).
+The record's body and event name are ``event.name``, its times ``time_unix_nano`` and
+``observed_time_unix_nano``, its attributes the entry's other fields (content fields only if the content
+policy left them in the entry), its severity ERROR for ``error``, WARN for failed tools and model calls,
+INFO otherwise. Records are grouped per resource (host.name + user.id) under the scope
+``agent-collector``. The bytes equal those of the SDK's ``OTLPLogExporter`` for the same records
+(``tests/test_otlp_wire.py``).
+
+An entry that cannot be encoded is poison: it is left out and reported (quarantined) once the rest of
+the batch was accepted; a failed send raises :class:`ExportError` and the durable queue retries.
 """
 
 from __future__ import annotations
@@ -13,43 +17,25 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from opentelemetry._logs import LogRecord, SeverityNumber
-from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
-from opentelemetry.sdk._logs import LoggerProvider, LogRecordProcessor, ReadWriteLogRecord
-from opentelemetry.sdk._logs.export import LogRecordExportResult
-
-from collector import __version__
+from collector.exporters import otlp_wire as wire
 from collector.exporters.base import Entry, ExportError
-from collector.exporters.otlp_common import ResourceCache, SdkExporter, drop_unencodable
+from collector.exporters.otlp_common import SCOPE, PoisonSink, ResourceCache, no_sink
+from collector.exporters.otlp_send import Sender
 from collector.exporters.trace_builder import AttrValue, attr_value
 
 log = logging.getLogger(__name__)
 _SKIP = frozenset({"time_unix_nano", "observed_time_unix_nano"})
+_SEVERITY_NUMBER = {"ERROR": 17, "WARN": 13, "INFO": 9}  # SeverityNumber
+_SEVERITY = {text: wire.tag(2, 0) + wire.varint(n) + wire.ld(3, text.encode()) for text, n in _SEVERITY_NUMBER.items()}
 
 
-class _Collect(LogRecordProcessor):
-    """A processor that keeps what is emitted until the exporter takes it."""
-
-    def __init__(self) -> None:
-        self.records: list[ReadWriteLogRecord] = []
-
-    def on_emit(self, log_record: ReadWriteLogRecord) -> None:
-        self.records.append(log_record)
-
-    def shutdown(self) -> None:
-        self.records.clear()
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return True
-
-
-def severity(entry: Entry) -> tuple[SeverityNumber, str]:
+def severity_text(entry: Entry) -> str:
     name = entry.get("event.name")
     if name == "error":
-        return SeverityNumber.ERROR, "ERROR"
+        return "ERROR"
     if entry.get("tool.result.status") == "error" or (name == "llm.response" and entry.get("error.type")):
-        return SeverityNumber.WARN, "WARN"
-    return SeverityNumber.INFO, "INFO"
+        return "WARN"
+    return "INFO"
 
 
 def log_attributes(entry: Entry) -> dict[str, AttrValue]:
@@ -63,73 +49,76 @@ def log_attributes(entry: Entry) -> dict[str, AttrValue]:
     return out
 
 
-class OtlpLogsExporter:
-    def __init__(self, name: str, sdk: SdkExporter, resources: ResourceCache) -> None:
-        self.name = name
-        self.sdk = sdk
+def reason(exc: Exception) -> str:
+    """Why an entry cannot be encoded, without its data (only our own messages are quoted)."""
+    return str(exc) if isinstance(exc, wire.Unencodable) else type(exc).__name__
+
+
+class LogEncoder:
+    """Entries -> the body of an ``ExportLogsServiceRequest``, attributes memoised."""
+
+    def __init__(self, resources: ResourceCache) -> None:
         self.resources = resources
-        self._providers: dict[tuple[str, str], tuple[LoggerProvider, _Collect, Any]] = {}
+        self.attrs = wire.KeyValues(6, attr_value)
+
+    def record(self, entry: Entry) -> bytes:
+        """The body of one ``LogRecord`` (raises wire.Unencodable)."""
+        time_ns = int(entry.get("time_unix_nano") or 0)
+        observed = int(entry.get("observed_time_unix_nano") or time_ns)
+        name = str(entry.get("event.name", ""))
+        body = wire.ld(5, wire.any_value(name))
+        attrs = self.attrs.fields(entry, _SKIP)
+        return b"".join((wire.fixed64(1, time_ns), _SEVERITY[severity_text(entry)], body, attrs,
+                         wire.fixed64(11, observed), wire.string(12, name)))
+
+    def request(self, batch: Sequence[Entry]) -> tuple[bytes, int, list[tuple[Entry, str]]]:
+        """(request body, records in it, [(poison entry, reason)])."""
+        groups: dict[tuple[str, str], list[bytes]] = {}
+        poison: list[tuple[Entry, str]] = []
+        for entry in batch:
+            key = self.resources.key(entry)
+            try:
+                self.resources.encoded(key)
+                encoded = self.record(entry)
+            except (wire.Unencodable, TypeError, ValueError, OverflowError) as exc:
+                poison.append((entry, f"OTLP logs: {reason(exc)}"))
+                continue
+            groups.setdefault(key, []).append(encoded)
+        count = sum(len(v) for v in groups.values())
+        body = wire.request((self.resources.encoded(k), SCOPE, v) for k, v in groups.items())
+        return body, count, poison
+
+
+class OtlpLogsExporter:
+    def __init__(self, name: str, sender: Sender, resources: ResourceCache, poison: PoisonSink = no_sink) -> None:
+        self.name = name
+        self.sender = sender
+        self.encoder = LogEncoder(resources)
+        self.on_poison = poison
         self.sent = 0
         self.batches = 0
         self.poison = 0  # entries the encoder refused: a permanent error, not "backend down"
 
-    def _logger(self, key: tuple[str, str]) -> tuple[_Collect, Any]:
-        found = self._providers.get(key)
-        if found is None:
-            collect = _Collect()
-            provider = LoggerProvider(resource=self.resources.get(key), shutdown_on_exit=False)
-            provider.add_log_record_processor(collect)
-            logger = provider.get_logger("agent-collector", __version__)
-            found = self._providers[key] = (provider, collect, logger)
-        return found[1], found[2]
-
-    def records(self, batch: Sequence[Entry]) -> list[ReadWriteLogRecord]:
-        out: list[ReadWriteLogRecord] = []
-        for entry in batch:
-            collect, logger = self._logger(self.resources.key(entry))
-            number, text = severity(entry)
-            time_ns = int(entry.get("time_unix_nano") or 0)
-            logger.emit(
-                LogRecord(
-                    timestamp=time_ns,
-                    observed_timestamp=int(entry.get("observed_time_unix_nano") or time_ns),
-                    severity_number=number,
-                    severity_text=text,
-                    body=str(entry.get("event.name", "")),
-                    attributes=log_attributes(entry),
-                    event_name=str(entry.get("event.name", "")) or None,
-                )
-            )
-            out.extend(collect.records)
-            collect.records.clear()
-        return out
-
     def export(self, batch: Sequence[Entry]) -> None:
         if not batch:
             return
-        records = self.records(batch)
-        self.sdk.reset()
-        ok = self.sdk.exporter.export(records) == LogRecordExportResult.SUCCESS
-        if not ok and not self.sdk.answered():
-            records, poison = drop_unencodable(records, encode_logs)
-            if poison:
-                self.poison += poison
-                log.error("%s: %d entries cannot be encoded as OTLP logs, dropped for good", self.name, poison)
-                self.sdk.reset()
-                ok = not records or self.sdk.exporter.export(records) == LogRecordExportResult.SUCCESS
-        if not ok:
-            raise self.sdk.failure(f"sending {len(records)} log records")
-        self.sent += len(records)
+        body, count, poison = self.encoder.request(batch)
+        if count:
+            self.sender.send(body, f"sending {count} log records")
+        self.sent += count
         self.batches += 1
+        for entry, reason in poison:
+            self.poison += 1
+            log.error("%s: entry %s cannot be encoded as an OTLP log record, quarantined: %s", self.name,
+                      entry.get("event.id"), reason)
+            self.on_poison(entry, reason)
 
     def shutdown(self) -> None:
-        self.sdk.exporter.shutdown()
-        for provider, _, _ in self._providers.values():
-            provider.shutdown()
+        self.sender.close()
 
     def stats(self) -> dict[str, Any]:
-        return {"signal": "logs", "endpoint": self.sdk.endpoint, "sent": self.sent, "requests": self.batches,
+        return {"signal": "logs", "endpoint": self.sender.endpoint, "sent": self.sent, "requests": self.batches,
                 "unencodable": self.poison}
 
 
-__all__ = ["OtlpLogsExporter", "ExportError"]
+__all__ = ["OtlpLogsExporter", "LogEncoder", "ExportError"]

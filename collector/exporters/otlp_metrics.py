@@ -1,4 +1,6 @@
-"""Metrics from entries: GenAI client histograms (semconv) and counters, sent with ``OTLPMetricExporter``.
+"""Metrics from entries: GenAI client histograms (semconv) and counters, aggregated here and sent as
+OTLP protobuf (the same messages as the SDK's ``MeterProvider`` + ``OTLPMetricExporter``, proved by
+``tests/test_otlp_wire.py``).
 
 Instruments (cumulative temporality):
 
@@ -8,24 +10,29 @@ Instruments (cumulative temporality):
 - ``agent_collector.sessions``, ``agent_collector.turns``, ``agent_collector.tool.calls`` (by
   ``gen_ai.tool.name`` and ``tool.result.status``) and ``agent_collector.errors`` (by ``error.type``).
 
-Values are recorded into an SDK ``MeterProvider`` read by a manual reader; after each batch the reader
-collects and the batch of points goes to the exporter directly, so a failure raises :class:`ExportError`.
-The durable queue then retries the *same* batch; it is recognised and not recorded twice.
+Each series (metric + attribute set + resource) keeps its cumulative value since it was first seen (its
+start time); after each batch every series goes out in one request, so a failure raises
+:class:`ExportError`. The durable queue then retries the *same* batch; it is recognised and not recorded
+twice. An entry whose attributes cannot be encoded is poison: not recorded, reported, the rest goes on.
 """
 
 from __future__ import annotations
 
+import bisect
+import logging
+import struct
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader, MetricExportResult
-from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
-
-from collector import __version__
+from collector.exporters import otlp_wire as wire
 from collector.exporters.base import Entry
-from collector.exporters.otlp_common import ResourceCache, SdkExporter
+from collector.exporters.otlp_common import SCOPE, PoisonSink, ResourceCache, no_sink
+from collector.exporters.otlp_logs import reason
+from collector.exporters.otlp_send import Sender
 
+log = logging.getLogger(__name__)
 TOKEN_BUCKETS = (
     1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864,
 )  # fmt: skip
@@ -34,6 +41,54 @@ DURATION_BUCKETS = (
 )  # fmt: skip
 TOKEN_USAGE = "gen_ai.client.token.usage"
 OPERATION_DURATION = "gen_ai.client.operation.duration"
+
+
+_CUMULATIVE = wire.tag(2, 0) + wire.varint(2)  # AggregationTemporality
+_MONOTONIC = wire.tag(3, 0) + wire.varint(1)
+
+
+@dataclass(frozen=True, slots=True)
+class Instrument:
+    name: str
+    unit: str
+    description: str = ""
+    bounds: tuple[float, ...] | None = None  # a histogram's explicit bucket bounds; None: a counter
+
+    def header(self) -> bytes:
+        return wire.string(1, self.name) + wire.string(2, self.description) + wire.string(3, self.unit)
+
+
+TOKENS = Instrument(TOKEN_USAGE, "{token}", "Tokens used per call", TOKEN_BUCKETS)
+DURATION = Instrument(OPERATION_DURATION, "s", "GenAI operation duration", DURATION_BUCKETS)
+SESSIONS = Instrument("agent_collector.sessions", "{session}")
+TURNS = Instrument("agent_collector.turns", "{turn}")
+TOOL_CALLS = Instrument("agent_collector.tool.calls", "{call}")
+ERRORS = Instrument("agent_collector.errors", "{error}")
+
+
+@dataclass(slots=True)
+class Series:
+    """One metric's cumulative point for one attribute set."""
+
+    attrs: dict[str, str]
+    encoded_attrs: bytes  # the attributes as the point's KeyValue fields
+    start_ns: int
+    value: int = 0  # a counter's total; a histogram's count
+    total: float = 0  # a histogram's sum
+    low: float = float("inf")
+    high: float = float("-inf")
+    buckets: list[int] = field(default_factory=list)
+
+    def point(self, instrument: Instrument, now_ns: int) -> bytes:
+        times = wire.fixed64(2, self.start_ns) + wire.fixed64(3, now_ns)
+        if instrument.bounds is None:
+            return times + b"\x31" + struct.pack("<q", self.value) + self.encoded_attrs  # 6: as_int sfixed64
+        return b"".join((
+            times, wire.fixed64(4, self.value), wire.double(5, self.total),
+            wire.ld(6, struct.pack(f"<{len(self.buckets)}Q", *self.buckets)),
+            wire.ld(7, struct.pack(f"<{len(instrument.bounds)}d", *instrument.bounds)),
+            self.encoded_attrs, wire.double(11, self.low), wire.double(12, self.high),
+        ))  # fmt: skip
 
 
 def _attrs(entry: Entry, *keys: str) -> dict[str, str]:
@@ -45,30 +100,38 @@ def _attrs(entry: Entry, *keys: str) -> dict[str, str]:
     return out
 
 
-class _Instruments:
-    """One MeterProvider (one resource) and its instruments."""
+class Meter:
+    """The series of one resource, recorded from entries."""
 
-    def __init__(self, resource: Any) -> None:
-        self.reader = InMemoryMetricReader()
-        views = [
-            View(instrument_name=TOKEN_USAGE, aggregation=ExplicitBucketHistogramAggregation(TOKEN_BUCKETS)),
-            View(
-                instrument_name=OPERATION_DURATION,
-                aggregation=ExplicitBucketHistogramAggregation(DURATION_BUCKETS),
-            ),
-        ]
-        self.provider = MeterProvider(
-            metric_readers=[self.reader], resource=resource, views=views, shutdown_on_exit=False
-        )
-        meter = self.provider.get_meter("agent-collector", __version__)
-        self.tokens = meter.create_histogram(TOKEN_USAGE, unit="{token}", description="Tokens used per call")
-        self.duration = meter.create_histogram(
-            OPERATION_DURATION, unit="s", description="GenAI operation duration"
-        )
-        self.sessions = meter.create_counter("agent_collector.sessions", unit="{session}")
-        self.turns = meter.create_counter("agent_collector.turns", unit="{turn}")
-        self.tool_calls = meter.create_counter("agent_collector.tool.calls", unit="{call}")
-        self.errors = meter.create_counter("agent_collector.errors", unit="{error}")
+    def __init__(self) -> None:
+        self.series: dict[Instrument, dict[tuple[tuple[str, str], ...], Series]] = {}
+        self.attrs = {7: wire.KeyValues(7), 9: wire.KeyValues(9)}  # a counter's point, a histogram's
+        self.tokens = _Recorder(self, TOKENS)
+        self.duration = _Recorder(self, DURATION)
+        self.sessions = _Recorder(self, SESSIONS)
+        self.turns = _Recorder(self, TURNS)
+        self.tool_calls = _Recorder(self, TOOL_CALLS)
+        self.errors = _Recorder(self, ERRORS)
+
+    def get(self, instrument: Instrument, attrs: dict[str, str]) -> Series:
+        points = self.series.setdefault(instrument, {})
+        key = tuple(attrs.items())
+        found = points.get(key)
+        if found is None:
+            encoded = self.attrs[7 if instrument.bounds is None else 9].fields(attrs)  # may raise Unencodable
+            buckets = [] if instrument.bounds is None else [0] * (len(instrument.bounds) + 1)
+            found = points[key] = Series(dict(attrs), encoded, time.time_ns(), buckets=buckets)
+        return found
+
+    def metrics(self, now_ns: int) -> list[bytes]:
+        out = []
+        for instrument, points in self.series.items():
+            body = b"".join(wire.ld(1, s.point(instrument, now_ns)) for s in points.values())
+            if instrument.bounds is None:
+                out.append(instrument.header() + wire.ld(7, body + _CUMULATIVE + _MONOTONIC))
+            else:
+                out.append(instrument.header() + wire.ld(9, body + _CUMULATIVE))
+        return out
 
     def record(self, entry: Entry) -> None:
         name = entry.get("event.name")
@@ -111,20 +174,42 @@ class _Instruments:
             self.errors.add(1, {**_attrs(entry, "gen_ai.provider.name"), "error.type": str(error)})
 
 
+class _Recorder:
+    """An instrument of one Meter: ``add`` for counters, ``record`` for histograms."""
+
+    def __init__(self, meter: Meter, instrument: Instrument) -> None:
+        self.meter, self.instrument = meter, instrument
+
+    def add(self, amount: int, attrs: dict[str, str]) -> None:
+        self.meter.get(self.instrument, attrs).value += amount
+
+    def record(self, value: float, attrs: dict[str, str]) -> None:
+        series = self.meter.get(self.instrument, attrs)
+        assert self.instrument.bounds is not None
+        series.buckets[bisect.bisect_left(self.instrument.bounds, value)] += 1
+        series.value += 1
+        series.total += value
+        series.low = min(series.low, value)
+        series.high = max(series.high, value)
+
+
 class OtlpMetricsExporter:
-    def __init__(self, name: str, sdk: SdkExporter, resources: ResourceCache) -> None:
+    def __init__(self, name: str, sender: Sender, resources: ResourceCache, poison: PoisonSink = no_sink) -> None:
         self.name = name
-        self.sdk = sdk
+        self.sender = sender
         self.resources = resources
-        self._by_resource: dict[tuple[str, str], _Instruments] = {}
+        self.on_poison = poison
+        self._meters: dict[tuple[str, str], Meter] = {}
         self._last_batch: tuple[str, str, int] | None = None
         self.recorded = 0
         self.requests = 0
+        self.poison = 0
 
-    def _instruments(self, key: tuple[str, str]) -> _Instruments:
-        found = self._by_resource.get(key)
+    def meter(self, key: tuple[str, str]) -> Meter:
+        found = self._meters.get(key)
         if found is None:
-            found = self._by_resource[key] = _Instruments(self.resources.get(key))
+            self.resources.encoded(key)  # may raise Unencodable: the entry is poison
+            found = self._meters[key] = Meter()
         return found
 
     def export(self, batch: Sequence[Entry]) -> None:
@@ -133,30 +218,38 @@ class OtlpMetricsExporter:
         signature = (str(batch[0].get("event.id")), str(batch[-1].get("event.id")), len(batch))
         if signature != self._last_batch:  # a retry of the same batch is not recorded again
             for entry in batch:
-                self._instruments(self.resources.key(entry)).record(entry)
+                self._record(entry)
             self.recorded += len(batch)
             self._last_batch = signature
         self._send()
 
+    def _record(self, entry: Entry) -> None:
+        try:
+            self.meter(self.resources.key(entry)).record(entry)
+        except (wire.Unencodable, TypeError, ValueError, OverflowError) as exc:
+            why = f"OTLP metrics: {reason(exc)}"
+            self.poison += 1
+            log.error("%s: entry %s cannot be recorded as OTLP metrics, quarantined: %s", self.name,
+                      entry.get("event.id"), why)
+            self.on_poison(entry, why)
+
     def _send(self) -> None:
-        for instruments in self._by_resource.values():
-            data = instruments.reader.get_metrics_data()
-            if data is None or not data.resource_metrics:
-                continue
-            self.sdk.reset()
-            if self.sdk.exporter.export(data) != MetricExportResult.SUCCESS:
-                raise self.sdk.failure("sending metrics")
-            self.requests += 1
+        now = time.time_ns()
+        groups = [(self.resources.encoded(k), SCOPE, m.metrics(now)) for k, m in self._meters.items()]
+        groups = [g for g in groups if g[2]]
+        if not groups:
+            return
+        self.sender.send(wire.request(groups), "sending metrics")
+        self.requests += 1
 
     def shutdown(self) -> None:
-        self.sdk.exporter.shutdown()
-        for instruments in self._by_resource.values():
-            instruments.provider.shutdown()
+        self.sender.close()
 
     def stats(self) -> dict[str, Any]:
         return {
             "signal": "metrics",
-            "endpoint": self.sdk.endpoint,
+            "endpoint": self.sender.endpoint,
             "recorded_entries": self.recorded,
             "requests": self.requests,
+            "unencodable": self.poison,
         }

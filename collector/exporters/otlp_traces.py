@@ -1,5 +1,6 @@
 """Turns as traces: entries are grouped per user turn (``turns``), built into spans (``trace_builder``),
-made into SDK ``ReadableSpan`` objects with their own ids and times, and sent with ``OTLPSpanExporter``.
+encoded straight to OTLP protobuf ``Span`` messages (the same bytes as the SDK's ``OTLPSpanExporter``,
+``tests/test_otlp_wire.py``) and sent in one request.
 
 Durability: the open turns and the spans built but not yet sent (the *outbox*) are saved in the checkpoint
 store (``collector.state.checkpoints``, key ``exporter.<name>``) before ``export`` returns, so a restart continues
@@ -16,64 +17,61 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from opentelemetry import trace as trace_api
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from opentelemetry.sdk.trace import Event, ReadableSpan
-from opentelemetry.sdk.trace.export import SpanExportResult
-from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
-from opentelemetry.trace.status import Status, StatusCode
-
-from collector.exporters.base import Entry
-from collector.exporters.otlp_common import SCOPE, ResourceCache, SdkExporter, drop_unencodable
+from collector.exporters import otlp_wire as wire
+from collector.exporters.base import Entry, ExportError
+from collector.exporters.otlp_common import SCOPE, PoisonSink, ResourceCache, no_sink
+from collector.exporters.otlp_logs import reason
+from collector.exporters.otlp_send import Sender
 from collector.exporters.trace_builder import SpanData, TurnInput, build_spans
 from collector.exporters.turns import TurnAssembler
 from collector.state.checkpoints import KeyState
 
 log = logging.getLogger(__name__)
-_KINDS = {"INTERNAL": SpanKind.INTERNAL, "CLIENT": SpanKind.CLIENT}
-_STATUS = {"UNSET": StatusCode.UNSET, "OK": StatusCode.OK, "ERROR": StatusCode.ERROR}
+_KINDS = {"INTERNAL": 1, "CLIENT": 3}  # Span.SpanKind
+_STATUS = {"UNSET": 0, "OK": 1, "ERROR": 2}  # Status.StatusCode
+_FLAGS = wire.fixed32(16, 0x100)  # SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK: the parent is known to be local
 
 
-def to_readable(span: SpanData, resources: ResourceCache, resource_key: tuple[str, str]) -> ReadableSpan:
-    flags = TraceFlags(TraceFlags.SAMPLED)
-    context = SpanContext(span.trace_id, span.span_id, is_remote=False, trace_flags=flags)
-    parent = (
-        None
-        if span.parent_id is None
-        else SpanContext(span.trace_id, span.parent_id, is_remote=False, trace_flags=flags)
-    )
-    status = Status(_STATUS[span.status], span.status_message if span.status == "ERROR" else None)
-    return ReadableSpan(
-        name=span.name,
-        context=context,
-        parent=parent,
-        resource=resources.get(resource_key),
-        attributes=dict(span.attributes),
-        events=[Event(e.name, dict(e.attributes), e.time_ns) for e in span.events],
-        kind=_KINDS.get(span.kind, trace_api.SpanKind.INTERNAL),
-        status=status,
-        start_time=span.start_ns,
-        end_time=span.end_ns,
-        instrumentation_scope=SCOPE,
-    )
+def span_body(span: SpanData, attrs: wire.KeyValues, event_attrs: wire.KeyValues) -> bytes:
+    """The body of one protobuf ``Span`` (raises wire.Unencodable), as the SDK's encoder writes it."""
+    parts = [wire.ld(1, span.trace_id.to_bytes(16, "big")), wire.ld(2, span.span_id.to_bytes(8, "big"))]
+    if span.parent_id is not None:
+        parts.append(wire.ld(4, span.parent_id.to_bytes(8, "big")))
+    parts.append(wire.string(5, span.name))
+    parts.append(wire.tag(6, 0) + wire.varint(_KINDS.get(span.kind, 1)))
+    parts.append(wire.fixed64(7, span.start_ns))
+    parts.append(wire.fixed64(8, span.end_ns))
+    parts.append(attrs.fields(span.attributes))
+    for event in span.events:
+        parts.append(wire.ld(11, wire.fixed64(1, event.time_ns) + wire.string(2, event.name)
+                             + event_attrs.fields(event.attributes)))
+    code = _STATUS[span.status]
+    message = wire.string(2, span.status_message or "") if span.status == "ERROR" else b""
+    parts.append(wire.ld(15, message + (wire.tag(3, 0) + wire.varint(code) if code else b"")))
+    parts.append(_FLAGS)
+    return b"".join(parts)
 
 
 class OtlpTracesExporter:
     def __init__(
         self,
         name: str,
-        sdk: SdkExporter,
+        sender: Sender,
         resources: ResourceCache,
         state: KeyState,
         idle_timeout_s: float = 300.0,
         grace_s: float = 3.0,
+        poison: PoisonSink = no_sink,
     ) -> None:
         self.name = name
-        self.sdk = sdk
+        self.sender = sender
         self.resources = resources
+        self.on_poison = poison
+        self.attrs = wire.KeyValues(9)
+        self.event_attrs = wire.KeyValues(3)
         self.state = state
         self.turns = TurnAssembler(idle_ns=int(idle_timeout_s * 1e9), grace_ns=int(grace_s * 1e9))
-        self.outbox: list[dict[str, Any]] = []  # {"resource": [host, user], "spans": [SpanData json]}
+        self.outbox: list[tuple[tuple[str, str], list[SpanData]]] = []  # (resource key, spans) not yet sent
         self.sent_spans = 0
         self.sent_traces = 0
         self.incomplete_traces = 0
@@ -90,14 +88,16 @@ class OtlpTracesExporter:
             return
         try:
             self.turns.load_json(data.get("turns", {}))
-            self.outbox = list(data.get("outbox", []))
+            self.outbox = [((str(item["resource"][0]), str(item["resource"][1])),
+                            [SpanData.from_json(span) for span in item["spans"]]) for item in data.get("outbox", [])]
         except (KeyError, TypeError, ValueError) as exc:
             log.error("%s: bad pending-turn state (%s); starting without it", self.name, exc)
         if self.turns.open_turns or self.outbox:
             log.info("%s: resuming %d open turns", self.name, self.turns.open_turns)
 
     def _save(self) -> None:
-        self.state.save({"turns": self.turns.to_json(), "outbox": self.outbox})
+        outbox = [{"resource": list(key), "spans": [s.to_json() for s in spans]} for key, spans in self.outbox]
+        self.state.save({"turns": self.turns.to_json(), "outbox": outbox})
 
     # -- the Exporter interface ---------------------------------------------------------------------------
     def export(self, batch: Sequence[Entry]) -> None:
@@ -110,18 +110,25 @@ class OtlpTracesExporter:
         for entry in batch:
             self.turns.add(dict(entry), now)
         self._release(now)
-        self._save()
         try:
             self._send_outbox()
         except Exception as exc:  # noqa: BLE001 - kept in the outbox; the next call retries
             log.debug("%s: send deferred: %s", self.name, exc)
+        self._save()  # once, before the queue acknowledges the batch: what was not sent is in the outbox
 
     def tick(self, now_ns: int) -> None:
-        """Release idle or ended turns; retry the outbox (raises ExportError when the backend is down)."""
+        """Release idle or ended turns; retry the outbox (raises ExportError when the backend is down).
+
+        Saved after the send: a crash before the save leaves the turns open in the saved state, so they
+        are built and sent again (the same ids) after a restart."""
         with self._lock:
-            if self._release(now_ns):
-                self._save()
-            self._send_outbox()
+            released = self._release(now_ns)
+            had_outbox = bool(self.outbox)
+            try:
+                self._send_outbox()
+            finally:
+                if released or had_outbox:
+                    self._save()
 
     def end_of_input(self, now_ns: int) -> None:
         """``collect --once`` read everything: send every turn its input shows finished, judged by the
@@ -147,16 +154,16 @@ class OtlpTracesExporter:
             self.tick(time.time_ns())
 
     def shutdown(self) -> None:
-        self.sdk.exporter.shutdown()  # first: aborts a send blocked in the SDK's retries
+        self.sender.close()
         with self._lock:
             self._save()
 
     def stats(self) -> dict[str, Any]:
         return {
             "signal": "traces",
-            "endpoint": self.sdk.endpoint,
+            "endpoint": self.sender.endpoint,
             "open_turns": self.turns.open_turns,
-            "outbox_spans": sum(len(item["spans"]) for item in self.outbox),
+            "outbox_spans": sum(len(spans) for _, spans in self.outbox),
             "sent_spans": self.sent_spans,
             "sent_traces": self.sent_traces,
             "incomplete_traces": self.incomplete_traces,
@@ -179,9 +186,7 @@ class OtlpTracesExporter:
         if not spans:
             return
         first = unit.entries[0] if unit.entries else {}
-        self.outbox.append(
-            {"resource": list(self.resources.key(first)), "spans": [s.to_json() for s in spans]}
-        )
+        self.outbox.append((self.resources.key(first), spans))
         if unit.include_root:
             self.sent_traces += 1
             if not unit.complete:
@@ -190,29 +195,32 @@ class OtlpTracesExporter:
     def _send_outbox(self) -> None:
         if not self.outbox:
             return
-        readable = [
-            to_readable(SpanData.from_json(span), self.resources, (item["resource"][0], item["resource"][1]))
-            for item in self.outbox
-            for span in item["spans"]
-        ]
-        self.sdk.reset()
-        ok = self.sdk.exporter.export(readable) == SpanExportResult.SUCCESS
-        if not ok and not self.sdk.answered():
-            readable, poison = drop_unencodable(readable, encode_spans)
-            if poison:  # an entry protobuf cannot carry: a permanent error, the rest goes on
-                self.rejected_spans += poison
-                log.error("%s: %d spans cannot be encoded as OTLP, dropped for good", self.name, poison)
-                self.sdk.reset()
-                ok = not readable or self.sdk.exporter.export(readable) == SpanExportResult.SUCCESS
-        if not ok:
-            error = self.sdk.failure(f"sending {len(readable)} spans")
+        groups: dict[tuple[str, str], list[bytes]] = {}
+        poison: list[tuple[Entry, str]] = []
+        for key, spans in self.outbox:
+            for span in spans:
+                try:
+                    self.resources.encoded(key)
+                    encoded = span_body(span, self.attrs, self.event_attrs)
+                except (wire.Unencodable, TypeError, ValueError, OverflowError) as exc:
+                    poison.append(({"otlp.span.id": f"{span.span_id:016x}", "otlp.span.name": span.name},
+                                   f"OTLP traces: {reason(exc)}"))
+                    continue
+                groups.setdefault(key, []).append(encoded)
+        count = sum(len(v) for v in groups.values())
+        try:
+            if count:
+                body = wire.request((self.resources.encoded(k), SCOPE, v) for k, v in groups.items())
+                self.sender.send(body, f"sending {count} spans")
+            self.sent_spans += count
+        except ExportError as error:
             if error.retryable:
-                raise error
-            log.error(
-                "%s: backend refused %d spans for good, dropping them: %s", self.name, len(readable), error
-            )
-            self.rejected_spans += len(readable)
-        else:
-            self.sent_spans += len(readable)
+                raise
+            log.error("%s: backend refused %d spans for good, dropping them: %s", self.name, count, error)
+            self.rejected_spans += count
+        for what, why in poison:  # a span protobuf cannot carry: a permanent error, the rest went on
+            self.rejected_spans += 1
+            log.error("%s: span %s cannot be encoded as OTLP, dropped for good: %s", self.name,
+                      what["otlp.span.id"], why)
+            self.on_poison(what, why)
         self.outbox = []
-        self._save()

@@ -43,7 +43,7 @@ from typing import Any
 
 import orjson
 
-from collector.exporters.base import Entry, Exporter, ExportError
+from collector.exporters.base import Entry, Exporter, ExportError, PoisonSink, no_sink
 from collector.util import private
 from collector.util.atomic import atomic_write
 
@@ -310,8 +310,10 @@ class QueuedExporter:
         cap_bytes: int = DEFAULT_CAP_BYTES,
         options: QueueOptions | None = None,
         start: bool = True,
+        poison: PoisonSink | None = None,
     ) -> None:
         self.inner = inner
+        self.poison = poison or no_sink
         self.name = inner.name
         self.options = options or QueueOptions()
         segment_bytes = self.options.segment_bytes or max(4096, min(8 * 1024 * 1024, cap_bytes // 8))
@@ -334,16 +336,15 @@ class QueuedExporter:
             return
         if self._closed:
             raise ExportError(f"{self.name}: queue is shut down", retryable=False)
-        try:
-            lines = b"".join(orjson.dumps(entry) + b"\n" for entry in batch)
-        except TypeError as exc:
-            raise ExportError(f"{self.name}: entry is not JSON-serialisable: {exc}", retryable=False) from exc
+        lines, count = self._serialise(batch)
+        if not count:
+            return
         with self._wake:
             try:
-                self._store.append(lines, len(batch))
+                self._store.append(lines, count)
             except OSError as exc:
                 raise ExportError(f"{self.name}: cannot write queue: {exc}") from exc
-            self._counters.enqueued += len(batch)
+            self._counters.enqueued += count
             dropped = self._store.enforce_cap()
             if dropped:
                 self._counters.dropped += dropped
@@ -355,6 +356,21 @@ class QueuedExporter:
                     self._counters.dropped,
                 )
             self._wake.notify()
+
+    def _serialise(self, batch: Sequence[Entry]) -> tuple[bytes, int]:
+        """The batch as JSON lines; an entry that is not JSON (a lone surrogate, an object) is poison:
+        counted, handed to the poison sink, and the rest goes on."""
+        lines = []
+        for entry in batch:
+            try:
+                lines.append(orjson.dumps(entry))
+            except TypeError as exc:  # orjson.JSONEncodeError is one
+                reason = f"not JSON-serialisable: {exc}"
+                log.error("queue %s: entry %s refused at the door: %s", self.name, entry.get("event.id"), reason)
+                with self._lock:
+                    self._counters.rejected += 1
+                self.poison(entry, reason)
+        return (b"\n".join(lines) + b"\n" if lines else b""), len(lines)
 
     def shutdown(self) -> None:
         """Deliver what can be delivered within ``drain_timeout``, then stop; the rest stays on disk."""
@@ -452,11 +468,12 @@ class QueuedExporter:
     # -- delivery thread ---------------------------------------------------------------------------------
     def _run(self) -> None:
         backoff = 0.0
+        least = 0.0  # the wait the backend asked for (Retry-After), at least
         batch: _Batch | None = None
         last_tick = time.monotonic()
         while not self._stopping.is_set():
             if backoff:
-                self._stopping.wait(backoff * random.uniform(0.8, 1.2))
+                self._stopping.wait(max(least, backoff * random.uniform(0.8, 1.2)))
                 if self._stopping.is_set():
                     break
             if batch is not None and self._is_stale(batch):
@@ -485,6 +502,7 @@ class QueuedExporter:
                     backoff = 0.0
                     continue
                 backoff = self._failed(exc, backoff)
+                least = exc.retry_after or 0.0
             except Exception as exc:  # noqa: BLE001 - a bug in an exporter must not kill delivery
                 log.exception("queue %s: unexpected error from %s", self.name, type(self.inner).__name__)
                 if batch is not None:
