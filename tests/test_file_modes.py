@@ -39,7 +39,11 @@ def _modes(*roots: Path) -> dict[str, str]:
     out = {}
     for root in roots:
         for path in [root, *root.rglob("*")]:
-            out[str(path.relative_to(root.parent))] = oct(stat.S_IMODE(path.lstat().st_mode))
+            try:
+                mode = path.lstat().st_mode
+            except FileNotFoundError:  # a temporary file of an atomic write, gone between listing and stat
+                continue
+            out[str(path.relative_to(root.parent))] = oct(stat.S_IMODE(mode))
     return out
 
 
