@@ -7,6 +7,8 @@ with the collector's own hooks installed by `agent-collector install`.
     (a turn starting with '+' resumes the session in a new process; one starting with '!' is interrupted:
     SIGINT to the agent's process group two seconds after the model asked for a tool, then SIGKILL;
     {workdir} is the project folder)
+    .venv/bin/python scripts/capture_fixture.py --agent codex --case resume12 --scenario resume12
+    (a scenario of tests/e2e/harness.py, run by its run_scenario: every turn a new process)
 
 Writes tests/fixtures/<agent>/<case>/: home/<the agent's session files>, spool/<agent>/*.jsonl (what our
 hook wrote), response_usage.jsonl (the server's exact usage per reply). expected.json is written by hand.
@@ -28,7 +30,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 
 from fake_llm import FakeLLMServer  # noqa: E402
-from harness import init_workdir, run_agent, run_agent_interrupted, write_agent_config  # noqa: E402
+from harness import (  # noqa: E402
+    SCENARIOS,
+    init_workdir,
+    run_agent,
+    run_agent_interrupted,
+    run_scenario,
+    write_agent_config,
+)
 from npm_agents import ensure_agents  # noqa: E402
 
 SESSION_GLOBS = {
@@ -65,7 +74,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--agent", required=True, choices=sorted(SESSION_GLOBS))
     ap.add_argument("--case", required=True)
-    ap.add_argument("--turn", action="append", required=True)
+    turns = ap.add_mutually_exclusive_group(required=True)
+    turns.add_argument("--turn", action="append")
+    turns.add_argument("--scenario", choices=sorted(SCENARIOS))
     args = ap.parse_args()
     ensure_agents()
     dest = ROOT / "tests" / "fixtures" / args.agent / args.case
@@ -79,8 +90,12 @@ def main() -> None:
                 override.parent.mkdir(parents=True, exist_ok=True)
                 override.write_text(json.dumps({"id": "claude-code", "integration_variant": "settings"}))
             collector(home, "install", "--agent", args.agent)
-            for turn in args.turn:
-                result = run_turn(args.agent, home, work, server, turn.replace("{workdir}", str(work)))
+            if args.scenario:
+                results = run_scenario(args.agent, args.scenario, home, work, server, extra_env=EXTRA_ENV)
+            else:
+                results = [run_turn(args.agent, home, work, server, turn.replace("{workdir}", str(work)))
+                           for turn in args.turn]
+            for result in results:
                 print(f"turn rc={result.returncode}: {result.stdout[-300:]}", file=sys.stderr)
             usage = list(server.responses)
         if dest.exists():

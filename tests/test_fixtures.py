@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from e2e.harness import PLANTED_SECRETS
 from support import (
     FIXTURES,
     assert_no_duplicates,
@@ -129,3 +130,72 @@ def test_content_capture_off_keeps_no_prompt_text(tmp_path: Path) -> None:
     assert "echo hi" not in text and "tell me what it printed" not in text
     prompt = next(e for e in entries if e["event.name"] == "user.prompt")
     assert prompt["gen_ai.input.messages.length"] > 0 and len(prompt["gen_ai.input.messages.hmac"]) == 64
+
+
+SECRET_CASES = sorted(p for p in FIXTURES.glob("*/secrets") if (p / "expected.json").exists())
+# Text of the "secrets" scenario that only content capture may keep: its prompts, the tool's arguments
+# and output, the model's answers.
+CONTENT_MARKERS = ("My AWS access key is", "deploy.env containing", "base64 -d", "GITHUB_TOKEN=",
+                   "BEGIN RSA PRIVATE KEY", "tell me what it printed", "its result was")
+
+
+def _written(paths: Any) -> dict[str, str]:
+    """Every file the collector wrote (output, state, queues), the spool it read excepted."""
+    spool = paths.spool_dir
+    return {str(p): p.read_text(errors="replace") for p in paths.data_dir.rglob("*")
+            if p.is_file() and spool not in p.parents and p.suffix == ".jsonl"}
+
+
+@pytest.mark.parametrize("hooks", [True, False], ids=["hooks_and_files", "files_alone"])
+@pytest.mark.parametrize("case", SECRET_CASES, ids=[f"{c.parent.name}/{c.name}" for c in SECRET_CASES])
+def test_secrets_session_masked_or_not_kept(case: Path, hooks: bool, tmp_path: Path) -> None:
+    """Real sessions with fake secrets in the prompt, tool arguments, tool output and a written file: with
+    content capture on and masking on (the default), none of the planted secrets is in any JSONL file we
+    write while the rest of the text is kept; with capture off (the default), no prompt or tool text is."""
+    source = "".join(p.read_text(errors="replace") for p in (case / "home").rglob("*") if p.is_file())
+    planted = list(PLANTED_SECRETS.values())
+    hook_only = json.loads((case / "expected.json").read_text()).get("hook_only_content", {})  # what -> why
+    assert all(s in source for s in planted), "the capture holds every planted secret"
+    for capture in (True, False):
+        paths = prepare_fixture(case, tmp_path / str(capture))
+        if not hooks:
+            shutil.rmtree(paths.spool_dir)
+        paths.config_file.parent.mkdir(parents=True, exist_ok=True)
+        paths.config_file.write_text(f"[content]\ncapture = {'true' if capture else 'false'}\n")
+        entries = collect(paths, clock=long_after)
+        assert len([e for e in entries if e["event.name"] == "user.prompt"]) == 2
+        written = _written(paths)
+        text = "".join(written.values())
+        assert text and any("output" in name for name in written), sorted(written)
+        for name, data in written.items():
+            leaked = [k for k, v in PLANTED_SECRETS.items() if v in data]
+            assert not leaked, f"capture={capture}: {leaked} in {name}"
+        kept = [m for m in CONTENT_MARKERS if m in text]
+        if not capture:
+            assert not kept, f"capture off: {kept} written"
+            continue
+        assert "GITHUB_TOKEN=[REDACTED:github_token]" in text, "capture on keeps the tool text, masked"
+        prompt_kept = "My AWS access key is [REDACTED:aws_access_key_id]" in text
+        assert prompt_kept == (hooks or "prompt" not in hook_only), "the prompt text, masked (hook_only lists a gap)"
+
+
+RESUME_CASES = sorted(p for p in FIXTURES.glob("*/resume12") if (p / "expected.json").exists())
+
+
+@pytest.mark.parametrize("hooks", [True, False], ids=["hooks_and_files", "files_alone"])
+@pytest.mark.parametrize("case", RESUME_CASES, ids=[f"{c.parent.name}/{c.name}" for c in RESUME_CASES])
+def test_twelve_processes_one_session(case: Path, hooks: bool, tmp_path: Path) -> None:
+    """Twelve processes each resuming the same session: one session, twelve turns in prompt order, each
+    with its own model calls; odd turns' shell command paired with its result."""
+    paths = prepare_fixture(case, tmp_path)
+    if not hooks:
+        shutil.rmtree(paths.spool_dir)
+    entries = sorted(collect(paths, clock=long_after), key=lambda e: e["time_unix_nano"])
+    assert len({e["gen_ai.session.id"] for e in entries if "gen_ai.session.id" in e}) == 1
+    turns = [e["gen_ai.turn.id"] for e in entries if e["event.name"] == "user.prompt"]
+    assert len(turns) == len(set(turns)) == 12
+    calls = Counter(e["gen_ai.turn.id"] for e in entries if e["event.name"] == "llm.response")
+    assert all(calls[t] >= 1 for t in turns), calls
+    tools = Counter(e["gen_ai.turn.id"] for e in entries if e["event.name"] == "tool.result")
+    assert [tools[t] for t in turns] == [1, 0] * 6, "the odd turns ran one command each"
+    assert {s for _, _, s in tool_pairs(entries).values()} == {"success"}

@@ -32,7 +32,7 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -110,6 +110,7 @@ _REMINDER_RE = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
 _COMMAND_RE = re.compile(r"\brun\s+`([^`]+)`", re.IGNORECASE)
 _READ_RE = re.compile(r"\bread\s+(?:the\s+file\s+)?`?(/[^\s`'\"]+)", re.IGNORECASE)
 _WRITE_RE = re.compile(r"\bwrite\s+(?:a\s+file\s+(?:at\s+|to\s+)?|to\s+)?`?(/[^\s`'\"]+)", re.IGNORECASE)
+_CONTENT_RE = re.compile(r"\bcontaining\s+`([^`]+)`", re.IGNORECASE)
 
 
 def strip_wrappers(text: str) -> str:
@@ -136,6 +137,12 @@ def find_write_path(prompt: str) -> str | None:
     return match.group(1).rstrip(".,;:") if match else None
 
 
+def find_write_content(prompt: str) -> str:
+    """The file's text when the prompt says "write <path> containing `<text>`"; else the fixed note."""
+    match = _CONTENT_RE.search(prompt)
+    return match.group(1).rstrip("\n") + "\n" if match else NOTE_CONTENT
+
+
 def squash(text: str, limit: int = 300) -> str:
     return " ".join(text.split())[:limit]
 
@@ -151,17 +158,17 @@ SHELL_TOOLS: dict[str, Callable[[str], Json]] = {
     "bash": lambda c: {"command": c, "description": f"Run {c}"},
     "shell": lambda c: {"command": ["bash", "-lc", c]},
 }
-WRITE_TOOLS: dict[str, Callable[[str], Json]] = {
-    "Write": lambda p: {"file_path": p, "content": NOTE_CONTENT},
-    "write_file": lambda p: {"file_path": p, "content": NOTE_CONTENT},
-    "write": lambda p: {"filePath": p, "content": NOTE_CONTENT},
-    "create": lambda p: {"path": p, "file_text": NOTE_CONTENT},  # Copilot CLI
-    "apply_patch": lambda p: {"input": _add_file_patch(p)},
+WRITE_TOOLS: dict[str, Callable[[str, str], Json]] = {  # (path, content) -> arguments
+    "Write": lambda p, c: {"file_path": p, "content": c},
+    "write_file": lambda p, c: {"file_path": p, "content": c},
+    "write": lambda p, c: {"filePath": p, "content": c},
+    "create": lambda p, c: {"path": p, "file_text": c},  # Copilot CLI
+    "apply_patch": lambda p, c: {"input": _add_file_patch(p, c)},
 }
 
 
-def _add_file_patch(path: str) -> str:
-    body = "".join(f"+{line}\n" for line in NOTE_CONTENT.splitlines())
+def _add_file_patch(path: str, content: str) -> str:
+    body = "".join(f"+{line}\n" for line in content.splitlines())
     return f"*** Begin Patch\n*** Add File: {path}\n{body}*** End Patch\n"
 
 
@@ -223,7 +230,7 @@ def decide(conv: Conversation) -> Decision:
     if path:
         tool = _first_offered(conv, WRITE_TOOLS)
         if tool:
-            args = WRITE_TOOLS[tool](path)
+            args = WRITE_TOOLS[tool](path, find_write_content(conv.prompt))
             if "filePath" in args and {"path"} <= conv.tool_params.get(tool, set()) - {"filePath"}:
                 args = {"path": args.pop("filePath"), **args}  # pi's write tool: {path, content}
             raw = args["input"] if conv.tools[tool] == "custom" else None
@@ -231,7 +238,7 @@ def decide(conv: Conversation) -> Decision:
     return Decision("text", text=f"Done. Nothing to run for: {squash(conv.prompt, 120)}")
 
 
-def _first_offered(conv: Conversation, table: dict[str, Callable[[str], Json]]) -> str | None:
+def _first_offered(conv: Conversation, table: Mapping[str, object]) -> str | None:
     return next((name for name in table if name in conv.tools), None)
 
 

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 try:
     from .npm_agents import agent_bin
 except ImportError:  # imported as a top-level module (tests/e2e on sys.path)
-    from npm_agents import agent_bin
+    from npm_agents import agent_bin  # type: ignore[no-redef, unused-ignore]
 
 AGENTS = ("claude-code", "codex", "gemini-cli", "qwen-code", "opencode", "kilo-code", "copilot", "pi")
 FAKE_KEY = "sk-fake-key-for-e2e"
@@ -627,6 +627,56 @@ SCENARIOS: dict[str, Scenario] = {
         ),
     )
 }
+
+
+def _resume12_prompt(n: int) -> str:
+    if n % 2:
+        return f"Turn {n}: please run `echo turn-{n}` in the shell and tell me what it printed."
+    return f"Turn {n}: no tool this time, just answer in one line."
+
+
+SCENARIOS["resume12"] = Scenario(
+    "resume12",
+    tuple(Turn(_resume12_prompt(n), resume=n > 1) for n in range(1, 13)),
+    "twelve turns, each in a new process resuming the same session; odd turns run a shell command",
+)
+
+# Fake secrets in the providers' formats (none is a live credential; the random parts spell FAKE).
+FAKE_PEM = "\n".join([
+    "-----BEGIN RSA PRIVATE KEY-----",
+    "MKZtsQ2KgaZSWpZfVRa6Ekfp6Zv7dcY3owNd2UsKkQXbAtYNESgTcDU8c6dtohtI",
+    "jP2LTWykZZi8gv3Qlp9rAA3tejIfdCR5qdQIfVp2wSPuHJoXXtxO26xvWX6s2rEj",
+    "+KS7xs9SZtr3MBiwE73WmXMNY+6YGfRKisJjuiDVh7QQ9sRlgmOzI+MdRnZxNKuU",
+    "aCd7XtqpP96kp+NhU2TGtYxtkBoZptWAijPkwGdk4X4FCYA4bUi2hMnIQjv/MAvP",
+    "-----END RSA PRIVATE KEY-----",
+])
+PLANTED_SECRETS: dict[str, str] = {  # where each appears in the "secrets" scenario
+    "aws_access_key_id": "AKIAQ4FAKE7EXAMPLE2Z",  # prompt
+    "aws_secret_access_key": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYFAKESECRET",  # prompt, written file
+    "github_token": "ghp_FAKEMUrUXPyT9LpJIVb7UwQ2LVbTwBRyrtZ3",  # written file (write tool's arguments)
+    **{f"private_key_line{i}": line for i, line in enumerate(FAKE_PEM.splitlines()[1:-1], 1)},  # written file
+    "npm_token": "npm_FAKEYd2aMv4Z12MABPXwxGnmsVLxwz2nXZML",  # shell command's arguments, then the file
+    "stripe_secret_key": "sk_live_FAKETNc0jFGyUboxxBcC1hbO",  # only in the tool's output (decoded there)
+}
+_STRIPE_B64 = "c2tfbGl2ZV9GQUtFVE5jMGpGR3lVYm94eEJjQzFoYk8="  # base64 of the Stripe key
+_DEPLOY_ENV = "\n".join([
+    f"GITHUB_TOKEN={PLANTED_SECRETS['github_token']}",
+    f"AWS_SECRET_ACCESS_KEY={PLANTED_SECRETS['aws_secret_access_key']}",
+    FAKE_PEM,
+])
+SCENARIOS["secrets"] = Scenario(
+    "secrets",
+    (
+        Turn(f"My AWS access key is {PLANTED_SECRETS['aws_access_key_id']} and its secret is "
+             f"{PLANTED_SECRETS['aws_secret_access_key']}. Please write {{workdir}}/deploy.env containing "
+             f"`{_DEPLOY_ENV}`"),
+        Turn(f"Please run `echo NPM_TOKEN={PLANTED_SECRETS['npm_token']} >> {{workdir}}/deploy.env && "
+             f"cat {{workdir}}/deploy.env && echo {_STRIPE_B64} | base64 -d` in the shell and tell me what "
+             "it printed.", resume=True),
+    ),
+    "fake secrets in the prompt, the write tool's arguments and the file it writes, a shell command's "
+    "arguments and its output; the second turn resumes the session in a new process",
+)
 
 
 def run_scenario(
