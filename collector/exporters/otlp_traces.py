@@ -137,14 +137,16 @@ class OtlpTracesExporter:
         with self._lock:
             for unit in self.turns.end_of_input(now_ns):
                 self._build(unit)
-            self._save()
-            self._send_outbox()
+            try:
+                self._send_outbox()
+            finally:
+                self._save()
 
     def backlog(self) -> int:
         """Spans built and not sent yet. Without the lock (a send may hold it for its whole timeout):
         ``outbox`` is only ever extended or replaced, so this reads one consistent list."""
         outbox = self.outbox
-        return sum(len(item["spans"]) for item in list(outbox))
+        return sum(len(spans) for _, spans in list(outbox))
 
     def flush_all(self) -> None:
         """Send every open turn now, marked incomplete (used by replays and tests)."""
