@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_support import by_name, fixture_records, run_pipeline
+from support import builtin_tracker
 
 from collector.agents import copilot
 from collector.model import RawRecord
@@ -60,3 +61,50 @@ def test_bad_lines_give_nothing_and_do_not_raise() -> None:
            "data": {"toolCallId": "c", "success": False, "error": {"message": "denied"}}}
     (entry,) = copilot.parse(RawRecord(AGENT, "transcript", odd, "fp", "0", 1, meta))
     assert entry.attributes["error.type"] == "tool_error" and entry.attributes["error.message"] == "denied"
+
+
+def test_a_sub_agents_lines_are_scoped_and_linked_to_the_task_call() -> None:
+    log = records("subagent", "transcript")
+    entries = run(records("subagent", "hook"), log)
+    (task,) = [e for e in by_name(entries, "tool.call") if e["gen_ai.tool.name"] == "task"]
+    assert task["gen_ai.tool.type"] == "agent" and "gen_ai.agent.scope" not in task
+    inside = [e for e in entries if e.get("gen_ai.agent.scope") == "subagent"]
+    agents = {r.data["agentId"] for r in log if r.data.get("agentId")}
+    assert len(agents) == 1 and {e["gen_ai.agent.id"] for e in inside} == agents
+    assert {e["gen_ai.subagent.parent_tool_call.id"] for e in inside} == {task["gen_ai.tool.call.id"]}
+    assert sorted(e["event.name"] for e in inside) == [
+        "llm.response", "llm.response", "subagent.end", "subagent.start", "tool.call", "tool.result"]
+    (end,) = by_name(entries, "subagent.end")
+    assert end["session.reason"] == "completed" and end["gen_ai.subagent.type"] == "general-purpose"
+    (result,) = [e for e in by_name(entries, "tool.result") if e["gen_ai.tool.call.id"] == task["gen_ai.tool.call.id"]]
+    assert result["gen_ai.subagent.id"] in agents
+    asked = [r for r in log if r.data.get("type") == "user.message"]
+    assert len(asked) == 2 and len(by_name(entries, "user.prompt")) == 1, "the task's prompt is not a user prompt"
+
+
+def test_a_sub_agents_hooks_count_for_the_session_and_do_not_end_its_turn() -> None:
+    hooks = records("subagent", "hook")
+    inner = [r for r in hooks if r.data["payload"].get("parentAgentId")
+             and r.data["payload"]["sessionId"] != r.data["payload"]["parentAgentId"]]
+    assert {r.data["event"] for r in inner} >= {"userPromptSubmitted", "agentStop"}, "what Copilot sends"
+    tracker = builtin_tracker()
+    statuses = [e for r in hooks for e in tracker.observe_record(r)]
+    assert {e["gen_ai.session.id"] for e in statuses} == {inner[0].data["payload"]["parentAgentId"]}
+    assert [(e["session.status"], e["agent.hook_event_name"]) for e in statuses] == [
+        ("idle", "sessionStart"), ("running", "userPromptSubmitted"), ("ready_for_review", "agentStop"),
+        ("closed", "sessionEnd")]
+    assert statuses[2]["time_unix_nano"] > max(r.data["ts"] for r in inner) * 1e9, "the session's own agentStop"
+
+
+def test_a_failed_sub_agent_ends_with_its_error() -> None:
+    meta = {"path": "/h/.copilot/session-state/s1/events.jsonl"}
+    line = {"type": "subagent.failed", "id": "e1", "agentId": "a1", "timestamp": "2026-12-01T11:50:17.564Z",
+            "data": {"toolCallId": "call_1", "agentName": "general-purpose", "agentDisplayName": "helper",
+                     "error": "model unavailable", "durationMs": 12}}
+    (end,) = copilot.parse(RawRecord(AGENT, "transcript", line, "fp", "0", 1, meta))
+    assert end.name == "subagent.end" and end.session_id == "s1"
+    assert end.attributes["gen_ai.subagent.parent_tool_call.id"] == "call_1"
+    assert end.attributes["error.type"] == "subagent_failed" and end.attributes["error.message"] == "model unavailable"
+    assert end.attributes["session.reason"] == "failed" and end.attributes["duration_ms"] == 12
+    line["data"] = {"agentName": "x"}  # no toolCallId: nothing to link, nothing made
+    assert copilot.parse(RawRecord(AGENT, "transcript", line, "fp", "0", 1, meta)) == []

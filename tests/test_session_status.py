@@ -11,6 +11,7 @@ from support import builtin_tracker
 
 from collector.model.entry import event_id
 from collector.pipeline.status import SessionStatusTracker
+from collector.pipeline.status_rules import AgentStatusRules
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hooks"
 SID = "3717dcf6-6ccc-43e1-999e-09b113fae890"
@@ -36,6 +37,9 @@ class Session:
     @property
     def status(self) -> str | None:
         return self.tracker.status_of(self.agent, SID)
+
+    def status_of_other(self, session_id: str) -> str | None:
+        return self.tracker.status_of(self.agent, session_id)
 
 
 def bash(call_id: str, command: str = "ls") -> dict[str, Any]:
@@ -239,6 +243,19 @@ def test_unknown_agent_or_event_is_ignored() -> None:
     assert Session().hook("NoSuchEvent") == []
     tracker = builtin_tracker()
     assert tracker.observe_hook("claude-code", "Stop", {"no": "session"}, "t", 1) == []
+
+
+def test_a_presence_rule_tells_a_sub_agents_stop_from_the_turns_end() -> None:
+    rules = AgentStatusRules.from_data({
+        "payload_fields": {"session_id": ["parent", "session_id"], "subagent_id": ["agent"]},
+        "events": {"Prompt": "prompt", "Stop": {"field": "subagent_id", "present": True, "then": "activity",
+                                                "else": "settle"},
+                   "Quiet": {"field": "subagent_id", "present": False, "then": "ignore", "else": "activity"}}})
+    s = Session("a", SessionStatusTracker({"a": rules}))
+    s.hook("Prompt")
+    assert s.hook("Stop", agent="sub-1", parent=SID, session_id="sub-1") == [] and s.status == "running"
+    assert s.status_of_other("sub-1") is None, "a sub-agent's hook counts for its parent's session"
+    assert s.hook("Quiet") == [] and s.hook("Stop", agent="") and s.status == "ready_for_review"
 
 
 # -- entries as input (what the pipeline feeds) ------------------------------------------------------

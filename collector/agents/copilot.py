@@ -18,6 +18,13 @@ log's folder. Types read:
 - ``tool.execution_start`` -> ``tool.call``; ``tool.execution_complete`` -> ``tool.result``. A shell
   command that exits 1 is ``success: true`` with ``shellExecution.exitCode: 1`` beside it: it is an error
   here (``error.type: exit_code``), as for Gemini CLI.
+- Sub-agents (the ``task`` tool) write into the same log: every line of theirs carries the sub-agent's id
+  (top-level ``agentId``) and the id of the ``task`` call that started it (``parentToolCallId`` in the
+  data, in ``data.usage`` for a model call, ``toolCallId`` for ``subagent.*``). ``subagent.started`` ->
+  ``subagent.start``; ``subagent.completed`` / ``subagent.failed`` -> ``subagent.end``; its model calls and
+  tools get ``gen_ai.agent.scope: subagent``, ``gen_ai.agent.id`` and
+  ``gen_ai.subagent.parent_tool_call.id``; its ``user.message`` (the task's prompt) is not a user prompt.
+  The ``task`` call's result names the sub-agent (``toolTelemetry.restrictedProperties.agent_id``).
 """
 
 from __future__ import annotations
@@ -35,6 +42,8 @@ from collector.agents.common import (
 )
 from collector.model import AgentActivityEntry, RawRecord
 
+TASK_TOOL = "task"  # the tool that starts a sub-agent
+
 
 def parse(record: RawRecord) -> list[AgentActivityEntry]:
     if record.kind != "transcript":
@@ -44,7 +53,23 @@ def parse(record: RawRecord) -> list[AgentActivityEntry]:
     handler = _EVENTS.get(kind) if isinstance(kind, str) else None
     if handler is None or not isinstance(event_id, str) or not isinstance(body, dict):
         return []
-    return handler(record, _session(record, body), event_id, iso_to_ns(data.get("timestamp")), body)
+    entries = handler(record, _session(record, body), event_id, iso_to_ns(data.get("timestamp")), body)
+    agent_id = data.get("agentId")
+    if isinstance(agent_id, str) and agent_id:  # a line of a sub-agent's
+        scope = {"gen_ai.agent.scope": "subagent", "gen_ai.agent.id": agent_id,
+                 "gen_ai.subagent.parent_tool_call.id": _parent_call(body)}
+        entries = [e for e in entries if e.name != "user.prompt"]  # the task's prompt, not the user's
+        for entry in entries:
+            entry.attributes.update({k: v for k, v in scope.items() if v is not None})
+    return entries
+
+
+def _parent_call(body: dict[str, Any]) -> str | None:
+    usage = body.get("usage")
+    for value in (body.get("parentToolCallId"), usage.get("parentToolCallId") if isinstance(usage, dict) else None):
+        if isinstance(value, str) and value:
+            return value
+    return None
 
 
 def _session(record: RawRecord, body: dict[str, Any]) -> str | None:
@@ -112,6 +137,8 @@ def _tool_start(record: RawRecord, session: str | None, event_id: str, time_ns: 
         return []
     attrs = {"gen_ai.tool.name": body.get("toolName"), "gen_ai.tool.call.id": call_id,
              "gen_ai.tool.call.arguments": body.get("arguments")}
+    if body.get("toolName") == TASK_TOOL:
+        attrs["gen_ai.tool.type"] = "agent"
     return [native_entry(record, "tool.call", time_ns, session, call_id, attrs)]
 
 
@@ -137,7 +164,39 @@ def _tool_complete(record: RawRecord, session: str | None, event_id: str, time_n
             attrs["error.message"] = message
     elif output is not None:
         attrs["gen_ai.tool.call.result"] = output
+    started = _started_agent(body)
+    if started:
+        attrs["gen_ai.subagent.id"] = started
     return [native_entry(record, "tool.result", time_ns, session, call_id, attrs)]
+
+
+def _started_agent(body: dict[str, Any]) -> str | None:
+    """The sub-agent a ``task`` call ran, as its result's telemetry names it."""
+    telemetry = body.get("toolTelemetry")
+    restricted = telemetry.get("restrictedProperties") if isinstance(telemetry, dict) else None
+    agent_id = restricted.get("agent_id") if isinstance(restricted, dict) else None
+    return agent_id if isinstance(agent_id, str) and agent_id else None
+
+
+def _subagent(record: RawRecord, session: str | None, event_id: str, time_ns: int | None,
+              body: dict[str, Any]) -> list[AgentActivityEntry]:
+    agent_id, call_id = record.data.get("agentId"), body.get("toolCallId")
+    if not isinstance(agent_id, str) or not agent_id or not isinstance(call_id, str) or not call_id:
+        return []
+    kind = record.data.get("type")
+    attrs: dict[str, Any] = {"gen_ai.agent.scope": "subagent", "gen_ai.agent.id": agent_id,
+                             "gen_ai.subagent.parent_tool_call.id": call_id,
+                             "gen_ai.subagent.type": body.get("agentType") or body.get("agentName")}
+    if kind == "subagent.started":
+        return [native_entry(record, "subagent.start", time_ns, session, agent_id,
+                             {k: v for k, v in attrs.items() if v is not None})]
+    if kind == "subagent.failed":
+        attrs.update({"session.reason": "failed", "error.type": "subagent_failed", "error.message": body.get("error")})
+    else:
+        attrs["session.reason"] = "cancelled" if body.get("cancelled") is True else "completed"
+    attrs["duration_ms"] = as_int(body.get("durationMs"))
+    return [native_entry(record, "subagent.end", time_ns, session, agent_id,
+                         {k: v for k, v in attrs.items() if v is not None})]
 
 
 def _content(result: Any) -> str | None:
@@ -156,4 +215,7 @@ _EVENTS: dict[str, Handler] = {
     "session.usage_record": _usage,
     "tool.execution_start": _tool_start,
     "tool.execution_complete": _tool_complete,
+    "subagent.started": _subagent,
+    "subagent.completed": _subagent,
+    "subagent.failed": _subagent,
 }

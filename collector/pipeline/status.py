@@ -70,6 +70,7 @@ ENTRY_FIELDS: dict[str, tuple[str, ...]] = {
     "wait_id": ("permission.id",),
     "state": ("agent.status",),
     "workspace": ("workspace.path",),
+    "subagent_id": ("gen_ai.agent.id",),
 }
 
 # Copied from the triggering entry onto the session.status entry.
@@ -306,7 +307,7 @@ class SessionStatusTracker:
         rules = self._rules.get(signal.agent)
         rule = rules.rule(signal.hook_event) if rules is not None else IGNORE
         if isinstance(rule, When):
-            return rule.then if signal.get(rule.field) in rule.values else rule.otherwise
+            return rule.then if rule.holds(signal.get(rule.field)) else rule.otherwise
         return rule
 
     def apply(self, signal: Signal) -> list[dict[str, Any]]:

@@ -1,9 +1,11 @@
 """What an agent's hook events do to its sessions, as data: the ``status`` section of the agent's
 definition (``agents.d/<id>.json``, validated by ``schemas/agent-definition.schema.json``).
 
-``events`` maps a hook event name to an action, or to a conditional (``{"field", "in", "then",
-"else"}``) on one fact of the event; ``payload_fields`` says where each fact lives in the raw hook
-payload (first path present wins, ``"a.b"`` walks into objects). The tracker in
+``events`` maps a hook event name to an action, or to a conditional on one fact of the event:
+``{"field", "in", "then", "else"}`` (the fact is one of ``in``) or ``{"field", "present", "then", "else"}``
+(the fact is there, e.g. the sub-agent id Copilot's hooks carry only inside a sub-agent);
+``payload_fields`` says where each fact lives in the raw hook payload (first path present wins, ``"a.b"``
+walks into objects). The tracker in
 :mod:`collector.pipeline.status` applies the actions; it knows no agent.
 """
 
@@ -37,12 +39,18 @@ class StatusRulesError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class When:
-    """A conditional rule: ``then`` if the signal's ``field`` is one of ``values``, else ``otherwise``."""
+    """A conditional rule: ``then`` if the signal's ``field`` is one of ``values`` (``values`` None: if
+    the field is there at all), else ``otherwise``."""
 
     field: str
-    values: frozenset[str]
+    values: frozenset[str] | None
     then: str
     otherwise: str
+
+    def holds(self, value: str | None) -> bool:
+        if self.values is None:
+            return bool(value)
+        return value in self.values
 
 
 Rule = str | When
@@ -77,6 +85,8 @@ def _action(event: str, value: Any) -> str:
 
 def _rule(event: str, value: Any) -> Rule:
     if isinstance(value, Mapping):
-        return When(str(value["field"]), frozenset(str(v) for v in value["in"]), _action(event, value["then"]),
-                    _action(event, value["else"]))
+        then, otherwise = _action(event, value["then"]), _action(event, value["else"])
+        if "present" in value:  # present: false swaps the branches
+            return When(str(value["field"]), None, *((then, otherwise) if value["present"] else (otherwise, then)))
+        return When(str(value["field"]), frozenset(str(v) for v in value["in"]), then, otherwise)
     return _action(event, value)

@@ -204,7 +204,11 @@ def decide(conv: Conversation) -> Decision:
     if "subagent" in conv.prompt.lower() and not conv.results_after_prompt:
         tool = next((t for t in SUBAGENT_TOOLS if t in conv.tools), None)
         if tool:
-            return Decision("tool", tool=tool, args=dict(SUBAGENT_TOOLS[tool]))
+            args = dict(SUBAGENT_TOOLS[tool])
+            if "agent_type" in conv.tool_params.get(tool, set()):  # Copilot CLI's task: {name, agent_type, mode}
+                args = {"description": args["description"], "prompt": SUBAGENT_PROMPT, "name": "helper",
+                        "agent_type": "general-purpose", "mode": "sync"}
+            return Decision("tool", tool=tool, args=args)
     if any(marker in conv.system for marker in BACKGROUND_MARKERS) or not conv.tools:
         return Decision("text", text=TITLE_TEXT if "title" in conv.system.lower() else BACKGROUND_TEXT)
     if conv.results_after_prompt:

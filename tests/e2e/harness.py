@@ -625,6 +625,11 @@ SCENARIOS: dict[str, Scenario] = {
             (Turn("Please run `cat /nonexistent/file-xyz` in the shell and tell me what happened."),),
             "a shell command that exits non-zero",
         ),
+        Scenario(
+            "subagent",
+            (Turn("Please ask a subagent to run a shell command and tell me what it reported."),),
+            "the model starts the agent's sub-agent tool; the sub-agent runs `echo from-helper` (fake_llm)",
+        ),
     )
 }
 

@@ -76,3 +76,28 @@ def test_failing_command(e2e_agents_bin: Path, agent_home: AgentHome, fake_llm: 
     result = next(e for e in entries if e["event.name"] == "tool.result")
     assert result["error.type"] == "exit_code" and result["process.exit.code"] == 1
     assert result["error.message.length"] > 0 and "error.message" not in result  # content capture is off
+
+
+def test_subagent(e2e_agents_bin: Path, agent_home: AgentHome, fake_llm: FakeLLMServer) -> None:
+    """The model calls `task`; the sub-agent runs `echo from-helper`; its calls are linked to that call."""
+    entries = run(agent_home, fake_llm, "subagent")
+    pairs = check_session(entries, fake_llm, turns=1, sources=("transcript",))
+    check_report(agent_home, fake_llm)
+    assert result_statuses(pairs) == ["success", "success"]
+    assert tool_names(entries) == ["bash", "task"]
+    (task,) = [e for e in entries if e["event.name"] == "tool.call" and e["gen_ai.tool.name"] == "task"]
+    inside = [e for e in entries if e.get("gen_ai.agent.scope") == "subagent"]
+    assert sorted(e["event.name"] for e in inside) == [
+        "llm.response", "llm.response", "subagent.end", "subagent.start", "tool.call", "tool.result"]
+    assert {e["gen_ai.subagent.parent_tool_call.id"] for e in inside} == {task["gen_ai.tool.call.id"]}
+    (agent_id,) = {e["gen_ai.agent.id"] for e in inside}
+    served = {r["response_id"] for r in fake_llm.responses}
+    responses = {e["gen_ai.response.id"] for e in entries if e["event.name"] == "llm.response"}
+    assert len(served) == 4 and responses == served, "the sub-agent's two calls and the session's two"
+    spool = [json.loads(line) for path in (data_dir(agent_home) / "spool").rglob("*.jsonl")
+             for line in path.read_text().splitlines()]
+    assert {"subagentStart", "subagentStop"} <= {s["event"] for s in spool}, "Copilot's sub-agent hooks fired"
+    assert any(s["payload"].get("sessionId") == agent_id for s in spool), "its hooks name the sub-agent"
+    assert statuses(entries) == ["idle", "running", "ready_for_review", "closed"]
+    assert {e["gen_ai.session.id"] for e in entries if e["event.name"] == "session.status"} == {
+        task["gen_ai.session.id"]}, "no status of its own for the sub-agent"
