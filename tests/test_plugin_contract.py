@@ -10,9 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from deploy_support import FIXTURES as DEPLOY_FIXTURES
+from deploy_support import clear_env, make_home, paths_for
 from support import FIXTURES, ROOT, collect, long_after, prepare_fixture
 
-from collector.definitions import load_definitions
+from collector.definitions import AgentDefinition, load_definitions
+from collector.deploy import State, install_agent, integration_state, uninstall_agent
 from collector.paths import Paths
 from collector.pipeline.content_policy import KEY_FILE
 
@@ -57,12 +60,17 @@ def _comparable(entries: list[dict[str, Any]], agent: str) -> list[dict[str, Any
     return sorted(mine, key=lambda e: json.dumps(e, sort_keys=True))
 
 
-@pytest.mark.parametrize("case", sorted((FIXTURES / "qwen-code").glob("*/expected.json")),
-                         ids=lambda p: p.parent.name)
+# Command hooks in Claude's group layout (Qwen Code), Copilot's plain hook list, pi's extension dropped
+# into a folder, and Kilo Code's plugin, which is OpenCode's by configuration (no Python of its own).
+COPIED = ("qwen-code", "copilot", "pi", "kilo-code")
+CASES = [case.parent for agent in COPIED for case in sorted((FIXTURES / agent).glob("*/expected.json"))]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_an_agent_added_by_one_definition_file_behaves_like_the_one_it_copies(case: Path, tmp_path: Path) -> None:
-    first = prepare_fixture(case.parent, tmp_path / "original")
+    first = prepare_fixture(case, tmp_path / "original")
     original = collect(first, clock=long_after)
-    second = _as_dummy(case.parent, tmp_path / "dummy")
+    second = _as_dummy(case, tmp_path / "dummy")
     second.state_dir.mkdir(parents=True)  # one install: the same content key, so the same digests
     shutil.copy2(first.state_dir / KEY_FILE, second.state_dir / KEY_FILE)
     dummy = collect(second, clock=long_after)
@@ -70,7 +78,48 @@ def test_an_agent_added_by_one_definition_file_behaves_like_the_one_it_copies(ca
     statuses = [e for e in original if e["event.name"] == "session.status"]
     assert len(statuses) >= 3, "the fixture drives the session status through several states"
     assert len([e for e in dummy if e["event.name"] == "session.status"]) == len(statuses)
-    assert _comparable(dummy, DUMMY) == _comparable(original, "qwen-code")
+    assert _comparable(dummy, DUMMY) == _comparable(original, case.parent.name)
+
+
+def _deployed(agent: str, home: Path, paths: Paths, definitions: dict[str, AgentDefinition]) -> dict[str, bytes]:
+    """Install ``agent`` into ``home``, keep what changed there (our own data dir aside), uninstall."""
+    before = _files(home, paths)
+    changes = install_agent(definitions[agent], paths)
+    assert changes and not [c for c in changes if c.failed], changes
+    assert {s.state for s in integration_state(definitions[agent], paths)} == {State.IN_PLACE}
+    after = _files(home, paths)
+    uninstall_agent(definitions[agent], paths)
+    assert _files(home, paths) == before, "uninstall gives the agent's config back byte for byte"
+    return {name: data for name, data in after.items() if before.get(name) != data}
+
+
+def _files(home: Path, paths: Paths) -> dict[str, bytes]:
+    return {str(p.relative_to(home)): p.read_bytes() for p in sorted(home.rglob("*"))
+            if p.is_file() and paths.data_dir not in p.parents}
+
+
+@pytest.mark.parametrize("agent", COPIED[1:])
+def test_a_copy_deploys_the_same_integration_files_under_its_own_id(
+        agent: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    clear_env(monkeypatch)
+    home = make_home(tmp_path / "h", [agent]) if (DEPLOY_FIXTURES / agent).exists() else tmp_path / "h" / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    paths = paths_for(home)
+    definition = json.loads((ROOT / "agents.d" / f"{agent}.json").read_text())
+    paths.agents_override_dir.mkdir(parents=True)
+    (paths.agents_override_dir / f"{DUMMY}.json").write_text(json.dumps({**definition, "id": DUMMY}))
+    loaded = load_definitions(paths.agents_override_dir)
+    assert not loaded.problems, loaded.problems
+    original = _deployed(agent, home, paths, loaded.agents)
+    copy = _deployed(DUMMY, home, paths, loaded.agents)
+    assert sorted(copy) == sorted(original) and original, "the same files, in the agent's own folders"
+    own_id = re.compile(f"(?<![\\w.-]){re.escape(agent)}(?![\\w-])")
+    for name, data in original.items():
+        theirs, ours = data.decode().splitlines(), copy[name].decode().splitlines()
+        assert len(theirs) == len(ours), name
+        changed = [(a, b) for a, b in zip(theirs, ours, strict=True) if a != b]
+        assert changed, f"{name}: the integration names its agent"
+        assert all(own_id.sub(DUMMY, a) == b for a, b in changed), f"{name}: only the agent id differs"
 
 
 def test_a_status_rule_with_an_unknown_action_is_reported_and_the_definition_skipped(tmp_path: Path) -> None:

@@ -3,7 +3,7 @@ definition (``agents.d/<id>.json``, validated by ``schemas/agent-definition.sche
 
 ``events`` maps a hook event name to an action, or to a conditional on one fact of the event:
 ``{"field", "in", "then", "else"}`` (the fact is one of ``in``) or ``{"field", "present", "then", "else"}``
-(the fact is there, e.g. the sub-agent id Copilot's hooks carry only inside a sub-agent);
+(the fact is there at all, e.g. an id that an agent's hooks carry only inside a sub-agent);
 ``payload_fields`` says where each fact lives in the raw hook payload (first path present wins, ``"a.b"``
 walks into objects). The tracker in
 :mod:`collector.pipeline.status` applies the actions; it knows no agent.
