@@ -291,7 +291,8 @@ class Service:
 
     def _build_exporters(self) -> None:
         assert self._store is not None
-        ctx = ExporterContext(self.config, self.paths, self.output_dir, self._store.get, os.environ)
+        ctx = ExporterContext(self.config, self.paths, self.output_dir, self._store.get, os.environ,
+                              self._store.seen)
         self.exporters = build_exporters(ctx)
 
     # -- collection -------------------------------------------------------------------------------

@@ -5,6 +5,12 @@ before ``export`` returns; a write that fails (a full disk) is cut off again, so
 nothing behind; the file and size at the last checkpoint commit are kept in the checkpoint
 store (``mark()``); on start, whatever was written after that mark (a batch whose checkpoint never
 committed) is read back, a torn last line is cut off, and those ids are not written again.
+
+Those read-back ids are *orphans* until their batch is offered again and committed: another source's
+batch may commit first and move the mark past them, and a second ``kill -9`` then would forget them
+(the replayed batch was written twice). So while an orphan (read back, not yet in the checkpoint store's
+delivered ids, not yet offered again) remains, the mark keeps the place where reading back must start
+(``scan``). Orphans that are never offered again (more than :data:`RECENT_IDS` entries later) are let go.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ import logging
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,32 +37,45 @@ RECENT_IDS = 100_000
 class JsonlExporter:
     name = "jsonl"
 
-    def __init__(self, directory: Path, mark: dict[str, Any] | None = None) -> None:
+    def __init__(self, directory: Path, mark: dict[str, Any] | None = None,
+                 delivered: Callable[[Iterable[str]], set[str]] | None = None) -> None:
+        """``mark``: what :meth:`mark` returned at the last checkpoint commit; ``delivered``: the subset of
+        the given ids the checkpoint store holds as delivered (without it, every id read back is an orphan)."""
         self.directory = directory
         private_dir(directory)
         self._recent: OrderedDict[str, None] = OrderedDict()
         self._fd: int | None = None
         self._day: str | None = None
         self._torn: tuple[Path, int] | None = None  # (file, size) to cut back to before the next write
+        self._orphans: set[str] = set()
+        self._scan: dict[str, Any] | None = None  # where reading back starts while orphans remain
+        self._since_recovery = 0
         self.written = 0
         self.skipped_duplicates = 0
-        self._recover(mark or {})
+        self._recover(mark or {}, delivered)
 
     # -- recovery ---------------------------------------------------------------------------------
 
-    def _recover(self, mark: dict[str, Any]) -> None:
+    def _recover(self, mark: dict[str, Any], delivered: Callable[[Iterable[str]], set[str]] | None) -> None:
+        start_at = mark["scan"] if isinstance(mark.get("scan"), dict) else mark
         files = sorted(self.directory.glob(f"{PREFIX}*.jsonl"))
-        marked_file = mark.get("file")
+        marked_file = start_at.get("file")
+        found: list[str] = []
         for path in files:
             if marked_file and path.name < marked_file:
                 continue
             if path.is_symlink() or not path.is_file():
                 log.warning("%s is not a regular file of ours; left alone", path)
                 continue
-            start = int(mark.get("size", 0)) if path.name == marked_file else 0
-            self._scan_tail(path, start)
+            start = int(start_at.get("size", 0)) if path.name == marked_file else 0
+            found += self._scan_tail(path, start)
+        self._orphans = set(found) - (delivered(found) if delivered and found else set())
+        if self._orphans:
+            self._scan = {"file": marked_file, "size": int(start_at.get("size", 0))} if marked_file else {}
+            log.info("%d entries in the output after the last checkpoint; not written again", len(self._orphans))
 
-    def _scan_tail(self, path: Path, start: int) -> None:
+    def _scan_tail(self, path: Path, start: int) -> list[str]:
+        found = []
         with open(path, "rb+", opener=opener) as f:
             f.seek(start)
             data = f.read()
@@ -66,9 +85,12 @@ class JsonlExporter:
                 os.fsync(f.fileno())
             for line in data[:end].splitlines():
                 try:
-                    self._remember(orjson.loads(line)["event.id"])
+                    eid = orjson.loads(line)["event.id"]
                 except (orjson.JSONDecodeError, KeyError, TypeError):
                     continue
+                self._remember(eid)
+                found.append(eid)
+        return found
 
     # -- export -----------------------------------------------------------------------------------
 
@@ -78,6 +100,7 @@ class JsonlExporter:
             eid = entry["event.id"]
             if eid in self._recent:
                 self.skipped_duplicates += 1
+                self._orphans.discard(eid)  # offered again: committed with this batch
                 continue
             lines.append(orjson.dumps(entry))
         if not lines:
@@ -102,6 +125,7 @@ class JsonlExporter:
         for entry in batch:
             self._remember(entry["event.id"])
         self.written += len(lines)
+        self._since_recovery += len(lines)
 
     def _cut(self, fd: int, size: int) -> None:
         """Truncate back to ``size`` (freeing space needs no space); if even that fails, before the next write."""
@@ -127,9 +151,16 @@ class JsonlExporter:
 
     def mark(self) -> dict[str, Any]:
         """Where the output stands now; stored with the checkpoint that covers it."""
+        if self._orphans and self._since_recovery > RECENT_IDS:
+            log.warning("%d entries read back from the output were never offered again; letting them go",
+                        len(self._orphans))
+            self._orphans.clear()
+        if not self._orphans:
+            self._scan = None
         if self._fd is None or self._day is None:
-            return {}
-        return {"file": f"{PREFIX}{self._day}.jsonl", "size": os.fstat(self._fd).st_size}
+            return {"scan": self._scan} if self._scan is not None else {}
+        here = {"file": f"{PREFIX}{self._day}.jsonl", "size": os.fstat(self._fd).st_size}
+        return {**here, "scan": self._scan} if self._scan is not None else here
 
     def _remember(self, eid: str) -> None:
         self._recent[eid] = None

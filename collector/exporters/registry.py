@@ -11,7 +11,7 @@ so it is built from its schema's defaults.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -32,6 +32,7 @@ class ExporterContext:
     output_dir: Path
     state: Callable[[str, Any], Any]  # the checkpoint store's saved value of a key (exporter marks)
     env: Mapping[str, str]
+    delivered: Callable[[Iterable[str]], set[str]] | None = None  # the ids the checkpoint store holds
 
 
 ExporterBuilder = Callable[[dict[str, Any], ExporterContext], list[Exporter]]
@@ -46,7 +47,7 @@ def section_schema(name: str) -> dict[str, Any]:
 def _jsonl(section: dict[str, Any], ctx: ExporterContext) -> list[Exporter]:
     if not section["enabled"]:
         return []
-    return [JsonlExporter(ctx.output_dir, ctx.state("exporter.jsonl", {}))]
+    return [JsonlExporter(ctx.output_dir, ctx.state("exporter.jsonl", {}), ctx.delivered)]
 
 
 def _store(section: dict[str, Any], ctx: ExporterContext) -> list[Exporter]:

@@ -1,0 +1,89 @@
+"""The JSONL exporter's read-back after a `kill -9`, across two kills: a batch written to the output whose
+checkpoint never committed (an orphan) is not written again, even when another source's batch committed
+first and moved the mark past it, and a second kill came before the orphan's own batch was offered again
+(found by the 25-kill crash test: 2,000 hooks written twice)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from support import read_output
+
+from collector.exporters.jsonl import JsonlExporter
+
+
+def _batch(prefix: str, n: int) -> list[dict[str, Any]]:
+    return [{"event.id": f"{prefix}{i:030d}", "event.name": "tool.call"} for i in range(n)]
+
+
+class Store:
+    """What the checkpoint store keeps: the last committed mark and the delivered ids."""
+
+    def __init__(self) -> None:
+        self.mark: dict[str, Any] = {}
+        self.delivered: set[str] = set()
+
+    def commit(self, exporter: JsonlExporter, batch: list[dict[str, Any]]) -> None:
+        self.mark = exporter.mark()
+        self.delivered |= {e["event.id"] for e in batch}
+
+    def seen(self, ids: Any) -> set[str]:
+        return set(ids) & self.delivered
+
+
+def test_an_orphan_batch_survives_a_second_kill_after_another_batch_committed(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    store = Store()
+    first, x, y = _batch("a", 5), _batch("b", 5), _batch("c", 5)
+    run1 = JsonlExporter(out, store.mark, store.seen)
+    run1.export(first)
+    store.commit(run1, first)
+    run1.export(x)  # kill -9 before x's checkpoint commit: x is in the output, its positions are not
+    run2 = JsonlExporter(out, store.mark, store.seen)
+    run2.export(y)  # another source's batch is read and committed first
+    store.commit(run2, y)
+    assert "scan" in store.mark, "the mark keeps where reading back starts while x is an orphan"
+    # kill -9 again, before x is offered again
+    run3 = JsonlExporter(out, store.mark, store.seen)
+    run3.export(x)  # x's records are read again from their committed position
+    store.commit(run3, x)
+    assert "scan" not in store.mark, "x was offered again and committed: no more reading back"
+    counts = Counter(e["event.id"] for e in read_output(out))
+    assert set(counts) == {e["event.id"] for e in first + x + y}
+    assert max(counts.values()) == 1, "x written once"
+    assert run3.skipped_duplicates == 5
+
+
+def test_committed_entries_read_back_are_not_orphans(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    store = Store()
+    run1 = JsonlExporter(out, store.mark, store.seen)
+    batch = _batch("a", 3)
+    run1.export(batch)
+    store.commit(run1, batch)
+    store.mark = {}  # as if the mark was lost: everything is read back, all of it delivered already
+    run2 = JsonlExporter(out, store.mark, store.seen)
+    assert "scan" not in run2.mark()
+    run2.export(_batch("b", 2))
+    assert "scan" not in run2.mark()
+
+
+def test_orphans_never_offered_again_are_let_go(tmp_path: Path, monkeypatch: Any) -> None:
+    import collector.exporters.jsonl as jsonl
+
+    monkeypatch.setattr(jsonl, "RECENT_IDS", 10)
+    out = tmp_path / "out"
+    store = Store()
+    run1 = JsonlExporter(out, store.mark, store.seen)
+    run1.export(_batch("x", 3))  # never committed, never offered again
+    run2 = JsonlExporter(out, store.mark, store.seen)
+    later = _batch("y", 5)
+    run2.export(later)
+    store.commit(run2, later)
+    assert "scan" in store.mark
+    more = _batch("z", 11)
+    run2.export(more)
+    store.commit(run2, more)
+    assert "scan" not in store.mark, "bounded: the read-back does not grow for ever"
