@@ -14,8 +14,6 @@ answered hook is in the spool.
 from __future__ import annotations
 
 import argparse
-import http.client
-import json
 import os
 import signal
 import socket
@@ -24,13 +22,16 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(ROOT / "tests"))
 
 from _claude_corpus import generate  # noqa: E402
+from hook_posting import HookClient, post_hooks, pre_tool_use  # noqa: E402  (shared with the crash test)
 
 
 def free_port() -> int:
@@ -39,18 +40,19 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def post(port: int, token: str, n: int) -> float:
-    body = json.dumps({"session_id": "bench-backfill", "hook_event_name": "PreToolUse", "tool_name": "Bash",
-                       "tool_use_id": f"toolu_bench_{n:06d}", "tool_input": {"command": "true"}}).encode()
-    started = time.perf_counter()
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    conn.request("POST", "/v1/hooks/claude-code", body,
-                 {"Content-Type": "application/json", "X-Agent-Collector-Token": token})
-    response = conn.getresponse()
-    response.read()
-    conn.close()
-    assert response.status == 200, response.status
-    return (time.perf_counter() - started) * 1000
+def post_all(port: int, token: str, numbers: range, between: Callable[[], None] = lambda: None) -> list[float]:
+    """Post one hook per number, a new connection each (as Claude Code does); every answer must be a 200."""
+    client = HookClient(port, token, keep_alive=False)
+    answers: list[float] = []
+
+    def answered(key: str, status: int | None, ms: float) -> None:
+        assert status == 200, f"{key}: {status}"
+        answers.append(ms)
+        between()
+
+    post_hooks(client, ((f"toolu_bench_{n:06d}", pre_tool_use("bench-backfill", f"toolu_bench_{n:06d}"))
+                        for n in numbers), answered)
+    return answers
 
 
 def summary(name: str, ms: list[float]) -> str:
@@ -79,15 +81,16 @@ def main() -> None:
                 assert time.monotonic() < deadline, "the daemon did not start"
                 time.sleep(0.05)
             token = (state / "ingest.token").read_text().strip()
-            during: list[float] = []
             written = [_output_bytes(home)]
-            for n in range(args.n):
-                during.append(post(port, token, n))
+
+            def between() -> None:
                 written.append(_output_bytes(home))
                 time.sleep(0.02)
+
+            during = post_all(port, token, range(args.n), between)
             busy = sum(1 for a, b in zip(written, written[1:], strict=False) if b > a)
             _wait_until_quiet(home)
-            idle = [post(port, token, args.n + n) for n in range(min(args.n, 200))]
+            idle = post_all(port, token, range(args.n, args.n + min(args.n, 200)))
         finally:
             daemon.send_signal(signal.SIGTERM)
             daemon.wait(60)

@@ -41,10 +41,20 @@ class Daemon:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> Daemon:
-        self.proc = subprocess.Popen([sys.executable, "-m", "collector", "run", "--home", str(self.home),
-                                      "--output", str(self.out)], env=self.env, stdout=subprocess.DEVNULL,
-                                     stderr=open(self.tmp / "daemon.log", "ab"))  # noqa: SIM115
-        deadline = time.monotonic() + 30
+        return self.spawn().wait_ready()
+
+    def spawn(self) -> Daemon:
+        """Start the daemon without waiting for it (:meth:`wait_ready` waits)."""
+        with open(self.tmp / "daemon.log", "ab") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "collector", "run", "--home", str(self.home),
+                                          "--output", str(self.out)], env=self.env, stdout=subprocess.DEVNULL,
+                                         stderr=log)
+        return self
+
+    def wait_ready(self, timeout: float = 30) -> Daemon:
+        """Until the ingest answers ``/v1/status``."""
+        assert self.proc is not None
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, self.log()
             try:
