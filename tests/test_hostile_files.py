@@ -126,6 +126,45 @@ def test_transcript_path_outside_the_agent_folders_is_not_followed(tmp_path: Pat
     assert status["sources"]["claude-code:transcripts"]["refused_paths"] >= 1
 
 
+def test_an_outside_transcript_path_is_logged_once_however_many_hooks_name_it(tmp_path: Path) -> None:
+    """Every hook of a session names its transcript: 40 hooks, one warning, the other 39 counted."""
+    paths = prepare_fixture(CLAUDE, tmp_path)
+    outside = tmp_path / "elsewhere" / "stolen.jsonl"
+    with (paths.spool_dir / "claude-code" / "claude-code-2026-11-30.jsonl").open("ab") as f:
+        for _ in range(40):
+            f.write(hook_line(str(outside)))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_COLLECTOR_")}
+    env.update({"HOME": str(paths.home), "AGENT_COLLECTOR_DATA_DIR": str(paths.data_dir),
+                "AGENT_COLLECTOR_CONFIG_DIR": str(paths.config_dir)})
+    done = subprocess.run([sys.executable, "-m", "collector", "collect", "--once", "--home", str(paths.home)],
+                          env=env, capture_output=True, timeout=60, cwd=ROOT, text=True)
+    assert done.returncode == 0, done.stderr
+    warnings = [line for line in done.stderr.splitlines() if "outside the agent's folders" in line]
+    assert len([w for w in warnings if str(outside) in w]) == 1, done.stderr
+    source = json.loads((paths.state_dir / "status.json").read_text())["sources"]["claude-code:transcripts"]
+    # the fixture's own hooks name the transcript where it was captured (outside this home) too
+    assert source["refused_paths"] == len(warnings) == 2
+    assert source["refused_path_repeats"] >= 39
+    entries = read_output(paths.output_dir)
+    assert_no_duplicates(entries)
+    fixture = Counter(e["event.name"] for e in entries if e.get("gen_ai.session.id") != "s-out")
+    assert fixture == expected_counts(CLAUDE)
+
+
+def test_refused_paths_are_remembered_within_a_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import collector.sources.jsonl_files as jsonl_files
+
+    monkeypatch.setattr(jsonl_files, "REFUSED_REMEMBERED", 3)
+    source = jsonl_files.JsonlFiles("c:t", "c", "transcript", [str(tmp_path / "projects" / "*" / "*.jsonl")], {})
+    for n in range(10):
+        assert not source.add_path(f"/elsewhere/{n}.jsonl")
+    assert not source.add_path("/elsewhere/9.jsonl")
+    assert len(source._outside) == 3
+    assert source.stats.extra["refused_paths"] == 10 and source.stats.extra["refused_path_repeats"] == 1
+    assert not source.add_path("/elsewhere/0.jsonl")  # forgotten: refused (and logged) again
+    assert source.stats.extra["refused_paths"] == 11
+
+
 def test_transcript_path_inside_the_globs_is_followed(tmp_path: Path) -> None:
     from collector.sources.jsonl_files import JsonlFiles
 

@@ -18,6 +18,7 @@ import glob
 import logging
 import os
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_LINE = 16 * 1024 * 1024
 READ_BUDGET = 8 * 1024 * 1024  # bytes per file per read() before yielding to other files
 TAIL_BYTES = 256  # the end of the last line read, kept in the position as a second fingerprint
+REFUSED_REMEMBERED = 1024  # refused hook-named paths remembered (not logged again) at once
 
 AgentOf = Callable[[str, dict[str, Any]], str]
 # A line's bytes -> (its data, or None to skip it; the name of a counter to bump, or None). Raises
@@ -73,6 +75,7 @@ class JsonlFiles:
         self._lag: dict[str, int] = {}  # path -> bytes written but not yet read (a partial last line)
         self._lag_total = 0  # their sum, kept as they change
         self._refused: set[str] = set()  # paths that are not regular files, logged once
+        self._outside: OrderedDict[str, None] = OrderedDict()  # hook-named paths refused lately, logged once
         self._unreadable: set[str] = set()  # folders a glob could not list
         self._inside_checked: set[str] = set()  # paths known to stay inside the globs
         self._quiet: dict[str, tuple[tuple[int, int, int, int], int]] = {}  # path -> (stat, offset) at its end
@@ -91,10 +94,17 @@ class JsonlFiles:
         nothing outside the agent's own folders. True if new."""
         if path in self.extra_paths or path in self._positions:
             return False
+        if path in self._outside:  # every hook of a session names its transcript: logged once, counted
+            self._outside.move_to_end(path)
+            self.stats.extra["refused_path_repeats"] = self.stats.extra.get("refused_path_repeats", 0) + 1
+            return False
         if not self.covers(path):
+            self._outside[path] = None
+            if len(self._outside) > REFUSED_REMEMBERED:
+                self._outside.popitem(last=False)
             self.stats.extra["refused_paths"] = self.stats.extra.get("refused_paths", 0) + 1
-            log.warning("%s: %s is outside the agent's folders (%s); not followed", self.name, path,
-                        ", ".join(self.globs))
+            log.warning("%s: %s is outside the agent's folders (%s); not followed (hooks naming it again "
+                        "are counted as refused_path_repeats, not logged)", self.name, path, ", ".join(self.globs))
             return False
         self.extra_paths.add(path)
         return True
