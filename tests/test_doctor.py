@@ -169,6 +169,31 @@ def test_ingest_unreachable_and_disk_full() -> None:
     assert full.level == "error" and "0.0 GiB free" in full.message
 
 
+def test_ingest_check_probes_the_recorded_port(tmp_path: Path) -> None:
+    """With ingest.port = 0 (chosen per user) doctor probes the port the daemon recorded in
+    <state dir>/ingest.port at start-up, not the server's old default 4319."""
+    from collector.config import load_config
+    from collector.doctor.system import check_ingest
+    from collector.ingest.secret import record_port
+    from collector.paths import Paths
+
+    paths = Paths(tmp_path / "h", tmp_path / "c", tmp_path / "d")
+    recorded = 4711
+    record_port(paths, recorded)
+    probed: list[int] = []
+
+    def answers(port: int, token: str | None) -> int:
+        probed.append(port)
+        return 200
+
+    config = load_config(paths.config_file, env={})
+    assert config.ingest.port == 0
+    for cfg in (config, None):  # None: the config file does not load
+        finding = check_ingest(paths, cfg, 1234, answers)
+        assert finding is not None and finding.level == "ok" and f"127.0.0.1:{recorded}" in finding.message
+    assert probed == [recorded, recorded]
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -47,7 +47,8 @@ def check_daemon(paths: Paths, pid: int | None, status: dict[str, Any]) -> Findi
 
 
 def ingest_port(paths: Paths, config: Any) -> int:
-    """The port in effect: the one the daemon recorded, else the configured one (0: chosen per user)."""
+    """The port in effect: the configured one, else (0: chosen per user) the one the daemon recorded in
+    ``ingest.port`` at start-up, else the one that would be chosen (``collector.ingest.secret``)."""
     from collector.ingest.secret import ingest_port as port_in_effect
 
     return port_in_effect(paths, int(config.ingest.port) if config is not None else 0)
