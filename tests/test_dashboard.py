@@ -13,8 +13,9 @@ from live_support import ThreadedIngest
 from support import FIXTURES
 from usage_support import collected, report
 
-from collector.dashboard.auth import COOKIE, ensure_token
+from collector.dashboard.auth import COOKIE
 from collector.dashboard.routes import DashboardRoute
+from collector.ingest.secret import ensure_token
 
 
 @pytest.fixture
@@ -108,6 +109,18 @@ def test_usage_numbers_equal_the_store_and_hold_no_content(served: Any) -> None:
     assert data["price_table"].startswith("genai-prices")
     assert get(server, "/v1/usage?days=0", Cookie=f"{COOKIE}={token}")[0] == 400
     assert get(server, "/v1/usage?tz=Nowhere/Land", Cookie=f"{COOKIE}={token}")[0] == 400
+
+
+def test_the_dashboard_checks_the_secret_with_the_ingest_comparison() -> None:
+    """One comparison for the ingest secret (collector.ingest.secret), used by the dashboard: no secret or
+    an empty one never matches; the line end of a pasted secret does not matter."""
+    import collector.dashboard.auth as auth
+    from collector.ingest.secret import token_matches
+
+    assert not [name for name in ("ensure_token", "read_token", "same") if hasattr(auth, name)]
+    assert token_matches("ab12", "ab12") and token_matches("ab12", "ab12\n")
+    assert not token_matches("ab12", "ab13") and not token_matches("ab12", None)
+    assert not token_matches(None, "") and not token_matches("", "") and not token_matches(None, None)
 
 
 def test_token_file_is_private_and_stable(tmp_path: Path) -> None:

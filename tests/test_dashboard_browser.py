@@ -143,7 +143,7 @@ def _serve_attack(folder: Path) -> tuple[ThreadingHTTPServer, int]:
 
 
 def test_dashboard_in_chromium(daemon: tuple[Paths, int], tmp_path: Path) -> None:
-    from collector.dashboard.auth import read_token
+    from collector.ingest.secret import read_token
 
     paths, port = daemon
     token = read_token(paths)

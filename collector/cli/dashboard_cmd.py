@@ -23,8 +23,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def cmd_dashboard(args: argparse.Namespace) -> int:
     from collector.cli.status_cmd import _daemon_pid
-    from collector.dashboard.auth import ensure_token
     from collector.doctor.system import ingest_port
+    from collector.ingest.secret import ensure_token
 
     paths = paths_from(args)
     try:

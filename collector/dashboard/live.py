@@ -7,8 +7,8 @@ from typing import Any
 
 from collector.cli.report_cmd import local_zone
 from collector.config import Config
-from collector.dashboard.auth import ensure_token
 from collector.dashboard.routes import DashboardRoute
+from collector.ingest.secret import ensure_token
 from collector.paths import Paths
 from collector.usage.exporter import store_settings
 from collector.usage.store import store_file

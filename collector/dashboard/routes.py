@@ -23,8 +23,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import orjson
 
-from collector.dashboard.auth import cookie_value, read_token, same, set_cookie
+from collector.dashboard.auth import cookie_value, set_cookie
 from collector.dashboard.data import usage_view
+from collector.ingest.secret import read_token, token_matches
 from collector.ingest.server import HttpError, Request, Response
 from collector.paths import Paths
 
@@ -90,12 +91,12 @@ class DashboardRoute:
     def _authorized(self, request: Request) -> bool:
         token = read_token(self.paths)
         offered = request.headers.get("x-agent-collector-token") or cookie_value(request.headers.get("cookie"))
-        return same(token, offered)
+        return token_matches(token, offered)
 
     def _login(self, request: Request) -> Response:
         key = (request.query.get("key") or [""])[0]
         token = read_token(self.paths)
-        if not same(token, key):
+        if not token_matches(token, key):
             return _page(403, "This login link is not valid (any more): run `agent-collector dashboard` again.")
         assert token is not None
         target = (request.query.get("next") or [PREFIX])[0]

@@ -75,9 +75,10 @@ def ensure_token(paths: Paths) -> str:
     return token
 
 
-def token_matches(expected: str, given: str | None) -> bool:
-    """Constant-time comparison (the time does not tell how many characters were right)."""
-    return given is not None and hmac.compare_digest(expected.encode(), given.strip().encode())
+def token_matches(expected: str | None, given: str | None) -> bool:
+    """Constant-time comparison (the time does not tell how many characters were right); no secret, or
+    an empty one, never matches."""
+    return bool(expected) and bool(given) and hmac.compare_digest(str(expected).encode(), str(given).strip().encode())
 
 
 def port_is_free(port: int) -> bool:
