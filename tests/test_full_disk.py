@@ -232,3 +232,51 @@ def test_sigterm_with_a_backend_that_never_answers(tmp_path: Path) -> None:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait(5)
+
+
+def test_daemon_starts_with_the_usage_store_on_a_disk_already_full(tmp_path: Path, tiny_disk: Path) -> None:
+    """The usage store cannot even be created: the daemon starts anyway, `status` names the full disk, and
+    once space returns the held entries reach the store and the JSONL output exactly once."""
+    import sqlite3
+
+    filler = fill(tiny_disk, leave=0)
+    store = tiny_disk / "usage.sqlite"
+    home = tmp_path / "home"
+    home.mkdir()
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
+           "XDG_DATA_HOME": str(home / ".local/share"), "XDG_STATE_HOME": str(home / ".local/state"),
+           "AGENT_COLLECTOR_DATA_DIR": str(tmp_path / "data"), "AGENT_COLLECTOR_CONFIG_DIR": str(tmp_path / "cfg"),
+           "AGENT_COLLECTOR_INGEST__ENABLED": "false", "AGENT_COLLECTOR_COLLECTOR__BATCH_SIZE": "50",
+           "AGENT_COLLECTOR_STORE__PATH": str(store)}
+    expected = write_spool(tmp_path / "data" / "spool" / "claude-code")
+    log = (tmp_path / "daemon.log").open("wb")
+    proc = subprocess.Popen([sys.executable, "-m", "collector", "run", "--home", str(home), "--output", str(out)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=log)
+    try:
+        wait_until(lambda: (status_json(tmp_path).get("delivery") or {}).get("state") == "blocked"
+                   or proc.poll() is not None, 60, "the daemon to report the full disk")
+        assert proc.poll() is None, (tmp_path / "daemon.log").read_text()[-3000:]
+        blocked = status_json(tmp_path)["delivery"]["blocked"]
+        assert blocked["by"] == "usage_store" and "full" in blocked["error"], blocked
+        shown = subprocess.run([sys.executable, "-m", "collector", "status", "--home", str(home)], env=env,
+                               capture_output=True, text=True, timeout=60)
+        assert "delivery: BLOCKED" in shown.stdout and "full" in shown.stdout, shown.stdout
+
+        filler.unlink()  # space returns
+        wait_until(lambda: len(read_output(out)) >= expected + 1 if out.exists() else False, 90,
+                   "every entry in the output once space returned")
+        wait_until(lambda: (status_json(tmp_path).get("delivery") or {}).get("state") == "ok", 30, "delivery ok")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+        log.close()
+    entries = read_output(out)
+    assert_no_duplicates(entries)
+    assert len([e for e in entries if e["event.name"] != "session.status"]) == expected
+    with sqlite3.connect(store) as db:
+        stored = {row[0] for row in db.execute("SELECT event_id FROM events")}
+    assert stored == {e["event.id"] for e in entries}

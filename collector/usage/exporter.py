@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
@@ -10,25 +12,58 @@ from typing import Any
 from collector.exporters.base import Entry, ExportError
 from collector.usage.store import StoreSettings, UsageStore, store_file
 
+log = logging.getLogger(__name__)
+
 
 class UsageStoreExporter:
+    """A store that cannot be opened (a disk already full at start-up) does not stop the daemon: the
+    exporter refuses batches (retryable: the delivery chain holds them and ``status`` shows why) and tries
+    to open the store again with each one, so it recovers when space returns."""
+
     name = "usage_store"
 
     def __init__(self, path: Path, retention_days: int) -> None:
-        self._store = UsageStore(path, retention_days)
+        self.path = path
+        self._retention_days = retention_days
+        self._store: UsageStore | None = None
+        self.error: str | None = None
+        with contextlib.suppress(ExportError):  # logged; the first batch tries again
+            self._open()
+
+    def _open(self) -> UsageStore:
+        if self._store is None:
+            try:
+                self._store = UsageStore(self.path, self._retention_days)
+            except (sqlite3.Error, OSError) as exc:
+                reason = getattr(exc, "strerror", None) or str(exc)
+                if self.error is None:
+                    log.error("usage store %s cannot be opened (%s); entries wait until it can", self.path, reason)
+                self.error = reason
+                raise ExportError(f"usage store {self.path} cannot be opened: {reason}") from exc
+            if self.error is not None:
+                log.info("usage store %s opened", self.path)
+            self.error = None
+        return self._store
 
     def export(self, batch: Sequence[Entry]) -> None:
+        store = self._open()
         try:
-            self._store.add(batch)
+            store.add(batch)
         except sqlite3.Error as exc:
-            raise ExportError(f"usage store {self._store.path}: {exc}") from exc
+            raise ExportError(f"usage store {self.path}: {exc}") from exc
 
     def shutdown(self) -> None:
-        self._store.close()
+        if self._store is not None:
+            self._store.close()
 
     def stats(self) -> dict[str, Any]:
-        return {"written": self._store.inserted, "duplicates_skipped": self._store.duplicates,
-                "pruned": self._store.pruned, "path": str(self._store.path)}
+        store = self._store
+        stats: dict[str, Any] = {"written": store.inserted if store else 0,
+                                 "duplicates_skipped": store.duplicates if store else 0,
+                                 "pruned": store.pruned if store else 0, "path": str(self.path)}
+        if self.error is not None:
+            stats["error"] = self.error
+        return stats
 
 
 def store_settings(config: Any) -> StoreSettings:

@@ -169,11 +169,15 @@ def connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
     private_dir(path.parent)
     create_private(path)  # 0600 before SQLite opens it; its -wal and -shm take the same mode
     db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute("PRAGMA synchronous=FULL")
-    db.executescript(_SCHEMA)
-    db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', ?)", (str(SCHEMA_VERSION),))
-    path.chmod(0o600)
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        db.executescript(_SCHEMA)
+        db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', ?)", (str(SCHEMA_VERSION),))
+        path.chmod(0o600)
+    except BaseException:
+        db.close()  # a full disk: the caller tries again later, without a descriptor left behind
+        raise
     return db
 
 
@@ -184,10 +188,14 @@ class UsageStore:
         self.path = path
         self.retention_days = retention_days
         self._db = connect(path)
-        if self._db.execute("SELECT 1 FROM models LIMIT 1").fetchone() is None:  # a store from before the table
-            self._db.execute("INSERT OR IGNORE INTO models SELECT DISTINCT model, COALESCE(provider, '') "
-                             "FROM events WHERE model IS NOT NULL")
-        rollup.ensure(self._db)
+        try:
+            if self._db.execute("SELECT 1 FROM models LIMIT 1").fetchone() is None:  # a store from before the table
+                self._db.execute("INSERT OR IGNORE INTO models SELECT DISTINCT model, COALESCE(provider, '') "
+                                 "FROM events WHERE model IS NOT NULL")
+            rollup.ensure(self._db)
+        except BaseException:
+            self._db.close()
+            raise
         self._pruned_day = ""
         self.inserted = 0
         self.duplicates = 0
