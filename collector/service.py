@@ -54,6 +54,7 @@ from collector.pipeline.content_policy import (
     policy_for,
 )
 from collector.pipeline.correlate import Correlator
+from collector.pipeline.crash_guard import CrashGuard
 from collector.pipeline.masking import Masker, MaskingRuleError, load_rules
 from collector.pipeline.processor import AgentSettings, Pipeline
 from collector.pipeline.quarantine import Quarantine, quarantine_dir
@@ -104,8 +105,12 @@ class CycleResult:
 
 class Service:
     def __init__(self, paths: Paths, config: Config | None = None, output_dir: Path | None = None,
-                 clock: Callable[[], int] = time.time_ns) -> None:
+                 clock: Callable[[], int] = time.time_ns, record_faults: bool = False) -> None:
+        """``record_faults``: a fatal signal is reported to <state dir>/fault.log (``collector.pipeline.crash_guard``;
+        the commands, not in-process tests)."""
         self.paths = paths
+        self._record_faults = record_faults
+        self._guard: CrashGuard | None = None
         self._clock = clock  # "now" of the idle rule (tests judge captured sessions as long past)
         self.config = config if config is not None else load_for(paths, check=check_definition)
         self.output_dir = output_dir or Path(self.config.jsonl.dir or paths.output_dir)
@@ -202,6 +207,9 @@ class Service:
         shutdown_all(self.exporters, EXPORTERS_SHUTDOWN_S)
         self.spool_writer.close()
         self._write_status()
+        if self._guard is not None:
+            self._guard.close()
+            self._guard = None
         self._release()
 
     def _repair_modes(self) -> None:
@@ -264,10 +272,11 @@ class Service:
         self.status.restore([v for _, v in store.recent_sessions(STATUS_SCOPE, cap, open_only=True)])
         self.status.restore(store.get(SESSIONS_KEY, []))  # as an older version saved them
         masker = self._masker(content)
+        self._guard = CrashGuard(self.paths.state_dir, faults=self._record_faults)
         self._pipeline = Pipeline(agents, resource, self._store.seen, correlator,
                                   self.config.masking.enabled, self.status, content,
                                   Quarantine(quarantine_dir(self.paths), masker.mask_value),
-                                  TurnMarker(self._store.get("turns")), masker=masker)
+                                  TurnMarker(self._store.get("turns")), masker=masker, guard=self._guard)
         if store.get("correlator") or store.get(SESSIONS_KEY):  # an older version's all-in-one values
             store.commit(Commit(sessions=self._session_rows(), kv={"correlator": {}, SESSIONS_KEY: []}))
 

@@ -47,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _service(args: argparse.Namespace) -> Service:
     paths = paths_from(args)
-    return Service(paths, output_dir=Path(args.output) if args.output else None)
+    return Service(paths, output_dir=Path(args.output) if args.output else None, record_faults=True)
 
 
 def cmd_collect(args: argparse.Namespace) -> int:

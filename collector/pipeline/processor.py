@@ -20,6 +20,7 @@ from collector.model import RawRecord
 from collector.pipeline.boundary import check_entry, check_record
 from collector.pipeline.content_policy import ContentPolicy
 from collector.pipeline.correlate import Correlator
+from collector.pipeline.crash_guard import CrashGuard
 from collector.pipeline.dedupe import Deduper
 from collector.pipeline.masking import Masker, default_masker
 from collector.pipeline.quarantine import Quarantine, describe
@@ -75,6 +76,7 @@ class Pipeline:
         quarantine: Quarantine | None = None,
         turns: TurnMarker | None = None,
         masker: Masker | None = None,
+        guard: CrashGuard | None = None,
     ) -> None:
         self.agents = agents
         self.resource = resource
@@ -88,18 +90,33 @@ class Pipeline:
         self.quarantine = quarantine or Quarantine(None)
         self.turns = turns if turns is not None else TurnMarker()
         self._stage = "parse"  # where the record being processed is, for the quarantine's reason
+        self.guard = guard  # names the record being processed, for the next start if this process dies
 
     def process(self, records: Iterable[RawRecord]) -> Output:
         """Every record is processed on its own guard: one that fails at any stage goes to the quarantine
-        (with the stage and the reason) and the batch goes on without it."""
+        (with the stage and the reason) and the batch goes on without it; one the previous process died
+        on goes there unprocessed (``collector.pipeline.crash_guard``)."""
+        try:
+            return self._process(records)
+        finally:
+            if self.guard is not None:
+                self.guard.clear()
+
+    def _process(self, records: Iterable[RawRecord]) -> Output:
         parsed: list[tuple[RawRecord, list[dict[str, Any]]]] = []
         paths: list[tuple[str, str]] = []
+        guard = self.guard
         for record in records:
             self.stats.records += 1
             settings = self.agents.get(record.agent)
             if settings is None:
                 self.stats.unknown_agent += 1
                 continue
+            if guard is not None:
+                if guard.condemned(record):
+                    self._condemn(record, settings)
+                    continue
+                guard.enter(record)
             done = self._guarded(record, self._parse, settings, record)
             if done is None:
                 continue
@@ -110,6 +127,8 @@ class Pipeline:
         fresh_ids = {e["event.id"] for e in self.deduper.fresh([e for _, es in parsed for e in es])}
         out: list[dict[str, Any]] = []
         for record, entries in parsed:
+            if guard is not None:
+                guard.enter(record)
             made = self._guarded(record, self._finish_record, record, entries, fresh_ids)
             if made is None:
                 self.deduper.forget(e["event.id"] for e in entries)
@@ -143,6 +162,10 @@ class Pipeline:
             settings = self.agents.get(record.agent)
             self.quarantine.add(record, self._stage, describe(exc), bool(settings and settings.capture))
             return None
+
+    def _condemn(self, record: RawRecord, settings: AgentSettings) -> None:
+        self.stats.quarantined += 1
+        self.quarantine.add(record, "crash", "the collector died while processing it", settings.capture)
 
     def _parse(self, settings: AgentSettings, record: RawRecord) -> tuple[RawRecord, list[dict[str, Any]]]:
         """The record as the boundary let it in, and the entries its parser made."""

@@ -1,0 +1,170 @@
+"""A record the process died on is quarantined at the next start instead of killing it again.
+
+Exceptions are the quarantine's business (``collector.pipeline.quarantine``); this module covers the deaths
+no ``except`` sees: a segfault or abort in a C extension, the kernel's OOM killer. While the pipeline works
+on a record, ``<state dir>/processing`` names it (its stream and position): the file is mapped into memory
+and written in place, one copy per record, no system call and no fsync (a process that dies keeps what it
+wrote to a shared mapping: the page belongs to the kernel's cache; only a machine crash loses it, and that
+is not a record's doing). When a batch is through, the name is cleared.
+
+At start-up a name still there means the previous process died while working on that record:
+
+* it died of a fatal signal (SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL: ``faulthandler`` wrote
+  ``<state dir>/fault.log``, enabled by the daemon's commands, ``CrashGuard(faults=True)``): the record is
+  condemned at once; when it is read again it goes to the quarantine (stage ``crash``) unprocessed;
+* it died without a word (SIGKILL: the OOM killer, or a user's ``kill -9``): the record becomes a suspect
+  and is processed again; dying on it a second time condemns it. One ``kill -9`` never costs a record.
+
+A test can make the process die on a record: ``AGENT_COLLECTOR_TEST_DIE_ON=abort:<text>`` (``os.abort()``)
+or ``kill:<text>`` (SIGKILL to itself) when the record's JSON contains ``<text>``; unset, nothing is looked at.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import hashlib
+import logging
+import mmap
+import os
+import signal
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import orjson
+
+from collector.model.raw import RawRecord
+from collector.util.private import open_private
+
+log = logging.getLogger(__name__)
+
+MARKER = "processing"
+FAULT_LOG = "fault.log"
+SIZE = 4096
+_SEP = b"\x1f"
+_TEST_DIE_ON = "AGENT_COLLECTOR_TEST_DIE_ON"
+
+
+def record_key(record: RawRecord) -> bytes:
+    key = record.source_id.encode("utf-8", "replace") + _SEP + record.position.encode("utf-8", "replace")
+    return key if len(key) < SIZE - 16 else hashlib.sha256(key).hexdigest().encode()
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What the previous process left behind."""
+
+    key: bytes | None = None  # the record it died on, if it died on one
+    strikes: int = 0  # deaths on that record before this one
+    fatal_signal: bool = False  # faulthandler wrote a report
+    fault_report: str = ""
+
+
+class CrashGuard:
+    """Names the record being processed (``enter``), clears the name between batches (``clear``), and
+    says which records must not be processed again (``condemned``). ``faults``: also have ``faulthandler``
+    report a fatal signal to ``<state dir>/fault.log`` (the daemon's commands; never in-process tests,
+    where pytest has its own handler)."""
+
+    def __init__(self, state_dir: Path, env: Mapping[str, str] | None = None, faults: bool = False) -> None:
+        self.path = state_dir / MARKER
+        self.verdict = read_verdict(state_dir)
+        self._condemned: set[bytes] = set()
+        self._suspects: dict[bytes, int] = {}
+        self._judge(self.verdict)
+        fd = open_private(self.path, os.O_RDWR | os.O_CREAT)
+        try:
+            os.ftruncate(fd, SIZE)
+            self._map = mmap.mmap(fd, SIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        finally:
+            os.close(fd)
+        self._map[:] = b"\0" * SIZE
+        self._busy = False
+        self._faults = _record_faults(state_dir) if faults else None
+        die_on = (env if env is not None else os.environ).get(_TEST_DIE_ON, "")
+        self._die_how, _, text = die_on.partition(":")
+        self._die_on = text.encode() if text else b""
+
+    def _judge(self, verdict: Verdict) -> None:
+        if verdict.key is None:
+            if verdict.fatal_signal:
+                log.error("the previous run died of a fatal signal (not while processing a record):\n%s",
+                          verdict.fault_report[-4000:])
+            return
+        where = verdict.key.decode("utf-8", "replace").replace("\x1f", " at ")
+        if verdict.fatal_signal or verdict.strikes >= 1:
+            self._condemned.add(verdict.key)
+            log.error("the previous run died while processing the record %s (%s); it is quarantined when read "
+                      "again", where, "a fatal signal" if verdict.fatal_signal else f"{verdict.strikes + 1} deaths")
+            if verdict.fault_report:
+                log.error("the fatal signal's report:\n%s", verdict.fault_report[-4000:])
+        else:
+            self._suspects[verdict.key] = verdict.strikes + 1
+            log.warning("the previous run was killed while processing the record %s; it is processed again "
+                        "(a second death on it quarantines it)", where)
+
+    def condemned(self, record: RawRecord) -> bool:
+        if not self._condemned:
+            return False
+        key = record_key(record)
+        if key in self._condemned:
+            self._condemned.discard(key)  # quarantined now; a retry of it is processed (and judged) again
+            return True
+        return False
+
+    def enter(self, record: RawRecord) -> None:
+        key = record_key(record)
+        data = b"%d\x1f%d\x1f" % (self._suspects.get(key, 0), len(key)) + key
+        self._map[: len(data)] = data
+        self._busy = True
+        if self._die_on:
+            self._maybe_die(record)
+
+    def clear(self) -> None:
+        if self._busy:
+            self._map[:1] = b"\0"
+            self._busy = False
+
+    def close(self) -> None:
+        self._map.close()
+        if self._faults is not None:
+            faulthandler.disable()
+            self._faults.close()
+            self._faults = None
+
+    def _maybe_die(self, record: RawRecord) -> None:
+        if self._die_on in orjson.dumps(record.data):
+            if self._die_how == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            os.abort()
+
+
+def read_verdict(state_dir: Path) -> Verdict:
+    """The record the previous process died on (if any), and whether a fatal signal was reported."""
+    try:
+        report = (state_dir / FAULT_LOG).read_text(errors="replace")
+    except OSError:
+        report = ""
+    fatal = bool(report.strip())
+    try:
+        raw = (state_dir / MARKER).read_bytes()[:SIZE]
+    except OSError:
+        return Verdict(fatal_signal=fatal, fault_report=report)
+    strikes, _, rest = raw.partition(_SEP)
+    length, _, key = rest.partition(_SEP)
+    if not strikes.isdigit() or not length.isdigit() or not 0 < int(length) <= len(key):
+        return Verdict(fatal_signal=fatal, fault_report=report)
+    return Verdict(key[: int(length)], int(strikes), fatal, report)
+
+
+def _record_faults(state_dir: Path) -> IO[str] | None:
+    """A fatal signal writes its report to ``<state dir>/fault.log`` (emptied now: read_verdict read it)."""
+    try:
+        fd = open_private(state_dir / FAULT_LOG, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+    except OSError as exc:
+        log.warning("cannot record fatal signals in %s: %s", state_dir / FAULT_LOG, exc)
+        return None
+    out = os.fdopen(fd, "w")
+    faulthandler.enable(out)
+    return out
