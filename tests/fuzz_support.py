@@ -130,7 +130,7 @@ class Rig:
     exporters: list[Any] = field(init=False)
 
     def __post_init__(self) -> None:
-        definitions = load_definitions().agents
+        definitions = _definitions()
         agents = {a: AgentSettings(parser_for(a), self.capture, definitions[a].raw.get("provider")) for a in AGENTS}
         self.pipeline = Pipeline(agents, {"user.id": "u", "host.name": "h"}, lambda ids: set(), Correlator(),
                                  True, builtin_tracker(), quarantine=Quarantine(self.tmp / "quarantine"))
@@ -160,8 +160,14 @@ class Rig:
 
 
 @cache
+def _definitions() -> dict[str, Any]:
+    """The built-in definitions, loaded (and schema-checked) once, not per example."""
+    return dict(load_definitions().agents)
+
+
+@cache
 def parser_for(agent: str) -> Any:
-    return load_parser(load_definitions().agents[agent].parser)
+    return load_parser(_definitions()[agent].parser)
 
 
 def parser_ids(record: RawRecord) -> set[str]:
