@@ -13,6 +13,7 @@ from collector.agents import (
     Parser,
     canonical,
     claude_code,
+    cline,
     codex,
     copilot,
     entire_plugin,
@@ -25,7 +26,7 @@ from collector.registry import Plugin, Registry
 
 ParserBuilder = Callable[[dict[str, Any]], Parser]
 
-_MODULES = (canonical, claude_code, codex, copilot, entire_plugin, gemini_cli, opencode, pi, qwen_code)
+_MODULES = (canonical, claude_code, cline, codex, copilot, entire_plugin, gemini_cli, opencode, pi, qwen_code)
 
 
 def _returns(parse: Parser) -> ParserBuilder:

@@ -109,7 +109,8 @@ def _install_file(
             if new is None:
                 remove_file(path)
             else:
-                write_atomic(path, new, private=any(getattr(e, "private", False) for e in edits))
+                write_atomic(path, new, mode=_new_file_mode(edits),
+                             private=any(getattr(e, "private", False) for e in edits))
             store.save(agent, path, specs, baseline, new, created)
     except OSError as exc:
         return Change(agent, str(path), Action.ERROR, _reason(exc, path), dry_run)
@@ -117,6 +118,12 @@ def _install_file(
     if conflicts:
         summary += "; " + "; ".join(conflicts)
     return Change(agent, str(path), Action.CREATE if current is None else Action.UPDATE, summary, dry_run)
+
+
+def _new_file_mode(edits: list[FileEdit]) -> int | None:
+    """The mode a file we create gets: an edit's ``mode`` (hook executables), else the default."""
+    modes = [m for m in (getattr(e, "mode", None) for e in edits) if isinstance(m, int)]
+    return max(modes) if modes else None
 
 
 def _reason(exc: Exception, path: Path) -> str:
@@ -131,6 +138,8 @@ def _describe(edits: list[FileEdit], created: list[Path]) -> str:
         kind = edit.spec["kind"]
         if kind == "settings_hooks":
             parts.append(f"hooks for {len(edit.spec['events'])} events")
+        elif kind == "hooks_dir":
+            parts.append(f"hook executable {edit.path.name}")
         elif kind == "toml_notify":
             parts.append(f"{edit.spec['key']} = agent-collector hook")
         elif kind in ("dropin_plugin", "plugin_inject") and edit.path.name == Path(edit.spec["asset"]).name:

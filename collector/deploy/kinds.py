@@ -3,8 +3,8 @@
 A kind's build function gets the integration spec (defaults filled in, checked against the kind's
 schema), the agent id, the paths and the hook script, and returns the :class:`FileEdit` list that
 deploys it. Built-in kinds: ``settings_hooks``, ``toml_notify``, ``dropin_plugin``, ``plugin_inject``
-(strategies) and ``http_plugin_dir`` (http_plugin); an installed package adds kinds under the entry
-point group ``agent_collector.integration_kinds``.
+(strategies), ``http_plugin_dir`` (http_plugin) and ``hooks_dir`` (hooks_dir); an installed package adds
+kinds under the entry point group ``agent_collector.integration_kinds``.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from collector.definitions.schema import kind_schema
+from collector.deploy.hooks_dir import hooks_dir_edits
 from collector.deploy.http_plugin import http_plugin_edits
 from collector.deploy.model import DeployError, NotImplementedKind
 from collector.deploy.strategies import (
@@ -49,6 +50,10 @@ def _plugin_inject(spec: dict[str, Any], agent: str, paths: Paths, hook_script: 
     return plugin_inject_edits(agent, spec, paths)
 
 
+def _hooks_dir(spec: dict[str, Any], agent: str, paths: Paths, hook_script: Path | None) -> list[FileEdit]:
+    return hooks_dir_edits(agent, spec, paths, hook_script)
+
+
 def _http_plugin(spec: dict[str, Any], agent: str, paths: Paths, hook_script: Path | None) -> list[FileEdit]:
     return http_plugin_edits(agent, spec, paths, hook_script)
 
@@ -61,6 +66,7 @@ def integration_kinds() -> Registry[EditsBuilder]:
         Plugin("dropin_plugin", _dropin, kind_schema("dropin_plugin")),
         Plugin("plugin_inject", _plugin_inject, kind_schema("plugin_inject")),
         Plugin("http_plugin_dir", _http_plugin, kind_schema("http_plugin_dir")),
+        Plugin("hooks_dir", _hooks_dir, kind_schema("hooks_dir")),
     ]
     return Registry("integration kind", builtin, group="agent_collector.integration_kinds")
 

@@ -12,7 +12,8 @@ class RawRecord:
 
     ``kind`` says what produced it: ``hook`` (a spool line written by our hook or plugin, or an HTTP
     hook post), ``transcript`` (a line of the agent's own session file), ``sqlite`` (a database row),
-    ``json_file`` (a whole JSON document) or ``command`` (output of an external plugin).
+    ``json_file`` (a whole JSON document), ``json_item`` (one element of an array in a JSON document, see
+    ``collector.sources.json_documents``) or ``command`` (output of an external plugin).
     ``data`` is the decoded JSON object. For spool lines it is our envelope:
     ``{"ts": <receive time, float seconds>, "agent": id, "event": hook event name, "payload": {...}}``.
     ``source_id`` identifies the stream (file identity, database path + table), ``position`` is an

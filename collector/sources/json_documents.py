@@ -7,6 +7,15 @@ opened; one that changed is read whole and hashed, and only a new hash yields a 
 document, with the hash as its position. The parser gives entries ids from the document's own ids, so
 the messages a rewrite repeats are dropped by the pipeline's dedupe.
 
+With ``items`` (the key of a top-level array, e.g. Cline's ``messages``) a changed document yields one
+``json_item`` record per array element it did not yield before, ``{"item": <element>, "index": i,
+"document": {<the keys named in header>}}``, instead of the whole document: a document the agent
+rewrites whole after every message costs a parse, not a re-parse of every message. The position then
+also holds how many elements were yielded and a digest of the last of them; when the element at that
+index is no longer the same (the agent rewrote its history, e.g. a compaction), every element is
+yielded again and the parser's native ids let the pipeline drop the repeats. A rewrite that adds no
+element yields nothing.
+
 A document that does not parse (the agent is half-way through a non-atomic rewrite) is counted as
 malformed and skipped; it is read again when the file changes. Files larger than ``max_bytes`` are
 counted as oversized and skipped.
@@ -46,11 +55,15 @@ class JsonDocuments:
         globs: Iterable[str],
         positions: dict[str, dict[str, Any]],
         max_bytes: int = DEFAULT_MAX_BYTES,
+        items: str | None = None,
+        header: Iterable[str] = (),
     ) -> None:
         self.name = name
         self.agent = agent
         self.globs = list(globs)
         self.max_bytes = max_bytes
+        self.items = items
+        self.header = tuple(header)
         self.stats = SourceStats()
         prefix = self.stream_prefix
         self._refused: set[str] = set()
@@ -75,25 +88,36 @@ class JsonDocuments:
 
     async def read(self) -> AsyncIterator[Item]:
         for path in self.files():
-            item = self._read_path(path)
-            if item is not None:
+            for item in self._read_path(path):
                 yield item
 
-    def _read_path(self, path: str) -> Item | None:
+    def _read_path(self, path: str) -> list[Item]:
         try:
             fd = open_regular(path)
         except FileNotFoundError:
-            return None
+            return []
         except NotRegular as exc:
             self._refuse(path, exc)
-            return None
+            return []
         except OSError as exc:
             self._error(f"{path}: {exc.strerror}")
-            return None
+            return []
         try:
-            return self._read_open(path, fd)
+            stored = self._seen.get(path)
+            item = self._read_open(path, fd)
         finally:
             os.close(fd)
+        if item is None:
+            return []
+        record, position = item
+        if self.items is None:
+            return [item]
+        if record is None:  # unchanged or skipped: how far the elements got stays
+            kept: dict[str, Any] = {k: stored[k] for k in ("items", "last") if stored and k in stored}
+            position = Position(position.stream, {**position.value, **kept})
+            self._seen[path] = position.value
+            return [(None, position)]
+        return self._split(record, position, stored)
 
     def _read_open(self, path: str, fd: int) -> Item | None:
         st = os.fstat(fd)
@@ -144,15 +168,56 @@ class JsonDocuments:
         self.stats.bytes += len(content)
         return RawRecord(self.agent, "json_file", data, path, digest, time.time_ns(), {"path": path})
 
+    def _split(self, record: RawRecord, position: Position, stored: dict[str, Any] | None) -> list[Item]:
+        """The elements of ``items`` not yielded before, one record each; the last carries the position of
+        the whole document, the others one that says how far a restart has got."""
+        elements = record.data.get(self.items or "")
+        path, digest = record.source_id, record.position
+        if not isinstance(elements, list):
+            self.stats.malformed += 1
+            log.warning("%s: %r is not a list, skipped until the file changes", path, self.items)
+            return [(None, position)]
+        start = _resume_index(elements, stored)
+        document = {k: record.data[k] for k in self.header if k in record.data}
+        out: list[Item] = []
+        for index in range(start, len(elements)):
+            data = {"item": elements[index], "index": index, "document": document}
+            value = {"mtime_ns": None, "size": None, "sha256": None,
+                     "items": index + 1, "last": _element_digest(elements[index])}
+            item = RawRecord(self.agent, "json_item", data, path, f"{digest}:{index}", record.observed_ns,
+                             {"path": path, "index": index})
+            out.append((item, Position(position.stream, value)))
+        self.stats.records += len(out) - 1
+        last = {"items": len(elements), "last": _element_digest(elements[-1]) if elements else None}
+        final = Position(position.stream, {**position.value, **last})
+        self._seen[path] = final.value
+        if not out:
+            return [(None, final)]
+        out[-1] = (out[-1][0], final)
+        return out
+
     def _error(self, message: str) -> None:
         self.stats.errors += 1
         self.stats.last_error = message
         log.warning("%s", message)
 
 
+def _element_digest(element: Any) -> str:
+    return hashlib.sha256(orjson.dumps(element)).hexdigest()[:32]
+
+
+def _resume_index(elements: list[Any], stored: dict[str, Any] | None) -> int:
+    """Where the new elements begin: after the ones yielded before, if the last of those is unchanged."""
+    count = stored.get("items") if stored else None
+    if not isinstance(count, int) or count <= 0 or count > len(elements):
+        return 0
+    return count if _element_digest(elements[count - 1]) == stored.get("last") else 0  # type: ignore[union-attr]
+
+
 def _build(spec: dict[str, Any], defn: AgentDefinition, ctx: BuildContext) -> JsonDocuments:
     globs = [str(ctx.paths.expand(g)) for g in spec["globs"]]
-    return JsonDocuments(f"{defn.id}:{spec['name']}", defn.id, globs, ctx.positions)
+    return JsonDocuments(f"{defn.id}:{spec['name']}", defn.id, globs, ctx.positions,
+                         items=spec.get("items"), header=spec.get("header", ()))
 
 
 PLUGIN: Plugin[SourceBuilder] = Plugin("json_file", _build, kind_schema("source_json_file"))

@@ -157,6 +157,7 @@ SHELL_TOOLS: dict[str, Callable[[str], Json]] = {
     "run_shell_command": lambda c: {"command": c, "description": f"Run {c}", "is_background": False},
     "bash": lambda c: {"command": c, "description": f"Run {c}"},
     "shell": lambda c: {"command": ["bash", "-lc", c]},
+    "run_commands": lambda c: {"commands": [c]},  # Cline
 }
 WRITE_TOOLS: dict[str, Callable[[str, str], Json]] = {  # (path, content) -> arguments
     "Write": lambda p, c: {"file_path": p, "content": c},
@@ -164,6 +165,7 @@ WRITE_TOOLS: dict[str, Callable[[str, str], Json]] = {  # (path, content) -> arg
     "write": lambda p, c: {"filePath": p, "content": c},
     "create": lambda p, c: {"path": p, "file_text": c},  # Copilot CLI
     "apply_patch": lambda p, c: {"input": _add_file_patch(p, c)},
+    "editor": lambda p, c: {"path": p, "new_text": c},  # Cline: creates the file when missing
 }
 
 
@@ -180,6 +182,7 @@ SUBAGENT_TOOLS: dict[str, Json] = {  # each agent's tool that starts a sub-agent
     "agent": {"description": "Run a command", "prompt": SUBAGENT_PROMPT, "subagent_type": "general-purpose"},
     "task": {"description": "Run a command", "prompt": SUBAGENT_PROMPT, "subagent_type": "general"},
     "invoke_agent": {"agent_name": "generalist", "prompt": SUBAGENT_PROMPT},
+    "spawn_agent": {"systemPrompt": "You are a helper that runs shell commands.", "task": SUBAGENT_PROMPT},  # Cline
 }
 COMPLETE_TASK = "complete_task"  # Gemini CLI's sub-agents end by calling it with their output
 READ_TOOLS: dict[str, Callable[[str], Json]] = {

@@ -6,7 +6,12 @@ environment (HOME and XDG dirs under the throwaway home, no inherited API keys o
 on 127.0.0.1) and ``run_agent`` runs one non-interactive turn, optionally resuming the previous session.
 ``SCENARIOS`` holds the scripted scenarios; ``run_scenario`` runs all turns of one.
 
-Agent ids: ``claude-code``, ``codex``, ``gemini-cli``, ``qwen-code``, ``opencode``, ``kilo-code``, ``copilot``, ``pi``.
+Agent ids: ``claude-code``, ``codex``, ``gemini-cli``, ``qwen-code``, ``opencode``, ``kilo-code``, ``copilot``, ``pi``,
+``cline``.
+
+Cline runs its sessions in a background "hub" process it starts on first use and leaves running; the
+harness gives it a free port (``CLINE_HUB_PORT``, so tests never share a hub) and ends every hub started
+under the throwaway HOME when the run ends (``end_lingering``).
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ try:
 except ImportError:  # imported as a top-level module (tests/e2e on sys.path)
     from npm_agents import agent_bin  # type: ignore[no-redef, unused-ignore]
 
-AGENTS = ("claude-code", "codex", "gemini-cli", "qwen-code", "opencode", "kilo-code", "copilot", "pi")
+AGENTS = ("claude-code", "codex", "gemini-cli", "qwen-code", "opencode", "kilo-code", "copilot", "pi", "cline")
 FAKE_KEY = "sk-fake-key-for-e2e"
 CLAUDE_MODEL = "claude-sonnet-4-5"
 CODEX_MODEL = "gpt-5.5"  # a slug from codex's bundled model list: no "unknown model" warnings
@@ -39,6 +44,9 @@ QWEN_MODEL = "qwen3-coder-plus"
 OPENCODE_MODEL = "fake/fake-model"  # also Kilo Code's (an OpenCode fork, same provider config)
 COPILOT_MODEL = "gpt-4.1"
 PI_MODEL = "fake/fake-model"
+CLINE_MODEL = "fake-model"
+# Background processes an agent leaves running after it exits, told by an argument of theirs.
+LINGERING = {"cline": "--cline-hub-daemon"}
 DEAD_REGISTRY = "http://127.0.0.1:9/"  # OpenCode's background `npm install` of plugin deps fails fast here
 REAP_GRACE_S = 10.0  # how long children left in an agent's process group may run on after it exits
 CODEX_MARK_BEGIN = "# >>> agent-collector e2e harness: base config (top-level keys) >>>"
@@ -182,6 +190,16 @@ def _pi_env(home: Path, server: ServerLike) -> dict[str, str]:
     return {"PI_OFFLINE": "1", "PI_SKIP_VERSION_CHECK": "1"}
 
 
+def _cline_env(home: Path, server: ServerLike) -> dict[str, str]:
+    """Its provider is in ~/.cline/data/settings/providers.json (``cline auth``); its hub gets a free port."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return {"CLINE_HUB_PORT": str(port)}
+
+
 _AGENT_ENV: dict[str, Callable[[Path, ServerLike], dict[str, str]]] = {
     "claude-code": _claude_env,
     "codex": _codex_env,
@@ -191,6 +209,7 @@ _AGENT_ENV: dict[str, Callable[[Path, ServerLike], dict[str, str]]] = {
     "kilo-code": _kilo_env,
     "copilot": _copilot_env,
     "pi": _pi_env,
+    "cline": _cline_env,
 }
 
 
@@ -404,6 +423,19 @@ def _write_pi(home: Path, workdir: Path, server: ServerLike) -> None:
     merge_json(home / ".pi" / "agent" / "settings.json", {"defaultProvider": provider_id, "defaultModel": model})
 
 
+def _write_cline(home: Path, workdir: Path, server: ServerLike) -> None:
+    """``cline auth -p openai -b <server>/v1 -k <key> -m <model>``: Cline's own command writes its provider
+    (``openai-compatible``) into ~/.cline/data/settings/providers.json; it starts no hub."""
+    env = make_env("cline", home, workdir, server)
+    cmd = [str(agent_bin("cline")), "auth", "-p", "openai", "-b", f"{server.url}/v1", "-k", FAKE_KEY,
+           "-m", CLINE_MODEL]
+    result = subprocess.run(cmd, cwd=workdir, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                            timeout=60, check=False, start_new_session=True)
+    end_lingering("cline", home)
+    if result.returncode != 0:
+        raise RuntimeError(f"cline auth failed: {result.stdout[-2000:]}{result.stderr[-2000:]}")
+
+
 _AGENT_CONFIG: dict[str, Callable[[Path, Path, ServerLike], None]] = {
     "claude-code": _write_claude,
     "codex": _write_codex,
@@ -413,6 +445,7 @@ _AGENT_CONFIG: dict[str, Callable[[Path, Path, ServerLike], None]] = {
     "kilo-code": _write_kilo,
     "copilot": _write_copilot,
     "pi": _write_pi,
+    "cline": _write_cline,
 }
 
 
@@ -470,6 +503,10 @@ def agent_command(agent: str, prompt: str, resume: bool) -> list[str]:
         return cmd + (["--continue"] if resume else [])
     if agent == "pi":
         return [exe, "-p", "--mode", "json", "--model", PI_MODEL, *(["--continue"] if resume else []), prompt]
+    if agent == "cline":
+        if resume:  # `cline --id <session>` resumes, but only in its interactive terminal UI (needs a TTY)
+            raise ValueError("Cline resumes a session only interactively; no headless resume")
+        return [exe, "--json", "--auto-approve", "true", prompt]
     cmd = [
         exe,
         "run",
@@ -521,8 +558,10 @@ def run_agent(
             f"{agent} did not finish within {timeout}s: {cmd}\n--- stdout ---\n{out[-4000:]}"
             f"\n--- stderr ---\n{err[-4000:]}"
         ) from None
-    # Children still in the agent's process group (e.g. a hook relay finishing its delivery) get a grace
-    # period; whatever is left after it is killed so nothing outlives the test.
+    # What the agent leaves running on purpose (Cline's hub, in its process group) is ended first; other
+    # children still in the group (e.g. a hook relay finishing its delivery) get a grace period; whatever
+    # is left after it is killed so nothing outlives the test.
+    end_lingering(agent, home)
     _reap_group(proc.pid, REAP_GRACE_S)
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
@@ -561,7 +600,49 @@ def run_agent_interrupted(
             out, err = proc.communicate()
     finally:
         _reap_group(proc.pid, 0.5)
+        end_lingering(agent, home)
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def lingering_pids(agent: str, home: Path) -> list[int]:
+    """Processes the agent left running for this HOME (Cline's hub): found by their HOME and argument."""
+    marker = LINGERING.get(agent)
+    if marker is None:
+        return []
+    want = f"HOME={Path(home)}".encode()
+    found = []
+    for proc_dir in Path("/proc").glob("[0-9]*"):
+        try:
+            argv = (proc_dir / "cmdline").read_bytes().split(b"\0")
+            environ = (proc_dir / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if marker.encode() in argv and want in environ:
+            found.append(int(proc_dir.name))
+    return found
+
+
+def end_lingering(agent: str, home: Path, grace: float = 5.0) -> None:
+    """End what the agent left running for this HOME: TERM to each one's process group (Cline's hub stays in
+    the group of the command that started it), KILL after ``grace``."""
+    pids = lingering_pids(agent, home)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(os.getpgid(pid), signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while pids and time.monotonic() < deadline:
+        pids = [p for p in pids if Path(f"/proc/{p}").exists() and not _zombie(p)]
+        time.sleep(0.05)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(os.getpgid(pid), signal.SIGKILL)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def _group_alive(pgid: int) -> bool:
@@ -785,6 +866,10 @@ def session_files(agent: str, home: Path, workdir: Path) -> list[Path]:
         return sorted((home / ".pi" / "agent" / "sessions").glob("*/*.jsonl"))
     if agent == "copilot":
         return sorted((home / ".copilot" / "session-state").glob("*/events.jsonl"))
+    if agent == "cline":
+        data = home / ".cline" / "data"
+        db = data / "db" / "sessions.db"
+        return sorted(data.glob("sessions/*/*.messages.json")) + ([db] if db.is_file() else [])
     name = "kilo" if agent == "kilo-code" else "opencode"
     db = home / ".local" / "share" / name / f"{name}.db"
     return [db] if db.is_file() else []

@@ -1,0 +1,167 @@
+"""Real Cline CLI 3.0.65 (npm `cline`, provider set by `cline auth -p openai -b <fake server>/v1`) against the
+fake Chat Completions server, with the collector installed by `agent-collector install` (one hook executable
+per event in ~/.cline/hooks, the hooks_dir integration) into a throwaway HOME: tool then answer, a failing
+command, a file write and a sub-agent, every acceptance fact checked. Cline resumes a session only in its
+interactive terminal UI (`cline --id <session>` needs a TTY), so there is no resume scenario.
+
+The hooks give tool calls and results with Cline's tool call ids, and the live status; the messages files
+(rewritten whole after every message, read element by element) give the same tool entries again (dropped as
+duplicates) and the prompts and model calls with their tokens; sessions.db gives session and sub-agent
+start and end. Cline leaves a background hub process running: the harness ends it, and every test checks
+that nothing started under its HOME is left."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from collector_e2e import (
+    check_report,
+    check_session,
+    collector,
+    data_dir,
+    result_statuses,
+    run_collected,
+    statuses_of,
+    tool_names,
+)
+from fake_llm import FakeLLMServer
+from harness import AgentHome, Scenario, Turn, lingering_pids, session_files
+from support import read_output
+
+pytestmark = pytest.mark.e2e
+AGENT = "cline"
+HOOKS_DIR = Path(".cline/hooks")
+PROVIDERS = Path(".cline/data/settings/providers.json")
+HOOK_ONLY = {"session.status"}
+FILES = ("hook", "json_item", "sqlite")  # every input made entries
+WRITE = Scenario("write_file", (Turn("Please write {workdir}/notes.md with a short note."),), "editor tool")
+SUBAGENT = Scenario("subagent", (Turn("Please use a subagent to run a command and report."),), "spawn_agent")
+
+
+def run(env: AgentHome, server: FakeLLMServer, scenario: str | Scenario) -> list[dict[str, Any]]:
+    entries = run_collected(AGENT, env, server, scenario)  # type: ignore[arg-type]
+    assert lingering_pids(AGENT, env.home) == [], "Cline's hub was ended"
+    assert not _processes_under(env.home), "no process started under the test's HOME is left"
+    status = json.loads((data_dir(env) / "state" / "status.json").read_text())
+    sources = status["sources"]
+    assert sources["cline:hooks"]["records"] > 0 and sources["cline:messages"]["records"] > 0
+    assert sources["cline:sessions"]["records"] > 0
+    # The hooks came first; sessions.db told the same session start again: dropped.
+    assert status["pipeline"]["duplicates"] > 0
+    return entries
+
+
+def _processes_under(home: Path) -> list[int]:
+    want = f"HOME={home}".encode()
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if want in (proc / "environ").read_bytes().split(b"\0"):
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+def facts(entries: list[dict[str, Any]]) -> set[tuple[str, str]]:
+    return {(e["event.name"], e["event.id"]) for e in entries if e["event.name"] not in HOOK_ONLY}
+
+
+def collect_files_alone(env: AgentHome, tmp: Path) -> list[dict[str, Any]]:
+    """Cline's messages files and sessions.db copied into a fresh HOME with no spool, `collect --once`."""
+    home = tmp / "files-alone"
+    files = session_files(AGENT, env.home, env.workdir)
+    files += [p for p in (env.home / ".cline/data/db").glob("sessions.db-*")]
+    for path in files:
+        target = home / path.relative_to(env.home)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, target)
+    collector(home, "collect", "--once", "-q")
+    return read_output(home / ".local" / "share" / "agent-collector" / "output")
+
+
+def test_tool_then_answer(e2e_agents_bin: Path, agent_home: AgentHome, fake_llm: FakeLLMServer,
+                          tmp_path: Path) -> None:
+    entries = run(agent_home, fake_llm, "tool_then_answer")
+    pairs = check_session(entries, fake_llm, turns=1, sources=FILES)
+    check_report(agent_home, fake_llm)
+    assert result_statuses(pairs) == ["success"]
+    assert tool_names(entries) == ["run_commands"]
+    hooked = {e["event.name"] for e in entries if e.get("source.kind") == "hook"}
+    assert hooked == {"session.start"}, "hooks name no prompt: the files make the rest"
+    assert [e["session.reason"] for e in entries if e["event.name"] == "session.end"] == ["completed"]
+    statuses = statuses_of(entries)
+    assert statuses[0] == "idle" and "running" in statuses and statuses[-1] == "ready_for_review"
+
+    alone = collect_files_alone(agent_home, tmp_path)
+    assert facts(alone) == facts(entries), "the files alone give the same facts with the same ids"
+
+    providers = (agent_home.home / PROVIDERS).read_bytes()
+    collector(agent_home.home, "uninstall", "--agent", AGENT)
+    assert not (agent_home.home / HOOKS_DIR).exists(), "the hooks folder we created is gone"
+    assert (agent_home.home / PROVIDERS).read_bytes() == providers
+
+
+def test_failing_command(e2e_agents_bin: Path, agent_home: AgentHome, fake_llm: FakeLLMServer) -> None:
+    entries = run(agent_home, fake_llm, "failing_command")
+    pairs = check_session(entries, fake_llm, turns=1, sources=FILES)
+    assert result_statuses(pairs) == ["error"]
+    results = [e for e in entries if e["event.name"] == "tool.result"]
+    assert [(r["error.type"], r["process.exit.code"]) for r in results] == [("exit_code", 1)]
+    assert results[0]["error.message.length"] > 0 and "error.message" not in results[0]  # capture is off
+
+
+def test_write_file(e2e_agents_bin: Path, agent_home: AgentHome, fake_llm: FakeLLMServer) -> None:
+    entries = run(agent_home, fake_llm, WRITE)
+    pairs = check_session(entries, fake_llm, turns=1, sources=FILES)
+    assert result_statuses(pairs) == ["success"]
+    assert tool_names(entries) == ["editor"]
+    assert (agent_home.workdir / "notes.md").is_file()
+
+
+def test_subagent(e2e_agents_bin: Path, agent_home: AgentHome, fake_llm: FakeLLMServer) -> None:
+    entries = run(agent_home, fake_llm, SUBAGENT)
+    pairs = check_session(entries, fake_llm, turns=1, sources=FILES)
+    assert result_statuses(pairs) == ["success", "success"]
+    assert tool_names(entries) == ["run_commands", "spawn_agent"]
+    spawn = next(e for e in entries if e["event.name"] == "tool.call" and e["gen_ai.tool.name"] == "spawn_agent")
+    subs = [e for e in entries if e.get("gen_ai.agent.scope") == "subagent"]
+    (agent_id,) = {e["gen_ai.agent.id"] for e in subs}
+    names = sorted(e["event.name"] for e in subs)
+    assert names == ["llm.response", "llm.response", "subagent.end", "subagent.start", "tool.call", "tool.result"]
+    assert all(e.get("gen_ai.subagent.parent_tool_call.id") == spawn["gen_ai.tool.call.id"]
+               for e in subs if e["event.name"] == "subagent.start")
+    main_calls = [e for e in entries if e["event.name"] == "llm.response" and e not in subs]
+    assert len(main_calls) == 2 and agent_id.startswith("agent_")
+    statuses = statuses_of(entries)  # the sub-agent's TaskComplete does not settle the session
+    assert statuses.count("ready_for_review") == 1 and statuses[-1] == "ready_for_review"
+
+
+def test_install_is_idempotent_and_uninstall_byte_identical(
+    e2e_agents_bin: Path, agent_home: AgentHome, fake_llm: FakeLLMServer
+) -> None:
+    """A user's own hook stays untouched and running; ours come and go without a trace."""
+    home = agent_home.home
+    mine = home / HOOKS_DIR / "PreToolUse.sh"
+    mine.parent.mkdir(parents=True)
+    mine.write_text("#!/bin/sh\ncat > /dev/null\necho '{\"cancel\": false}'\n")
+    mine.chmod(0o700)
+    entries = run(agent_home, fake_llm, "tool_then_answer")
+    assert tool_names(entries) == ["run_commands"]
+    before = {p.name: p.read_bytes() for p in (home / HOOKS_DIR).iterdir()}
+    providers = (home / PROVIDERS).read_bytes()
+    assert len(before) == 10 and all(_ours(b) for n, b in before.items() if n != "PreToolUse.sh")
+    again = collector(home, "install", "--agent", AGENT).stdout
+    assert {p.name: p.read_bytes() for p in (home / HOOKS_DIR).iterdir()} == before, again
+    collector(home, "uninstall", "--agent", AGENT)
+    assert [p.name for p in (home / HOOKS_DIR).iterdir()] == ["PreToolUse.sh"]
+    assert mine.read_bytes() == b"#!/bin/sh\ncat > /dev/null\necho '{\"cancel\": false}'\n"
+    assert mine.stat().st_mode & 0o777 == 0o700 and (home / PROVIDERS).read_bytes() == providers
+
+
+def _ours(content: bytes) -> bool:
+    return b"agent-collector:managed" in content
