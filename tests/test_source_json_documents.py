@@ -168,3 +168,74 @@ def test_whole_file_json_rewrite_checkpoint(tmp_path: Path) -> None:
     }
     assert next(e for e in entries if e["event.name"] == "tool.result")["tool.result.status"] == "error"
     assert {e["source.kind"] for e in entries if e["event.name"] != "session.status"} == {"json_file"}
+
+
+# ------------------------------------------------------------------------------ items of one array
+
+
+def _messages_doc(path: Path, messages: list[dict[str, Any]], **header: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp")  # the agent's whole-document rewrite
+    tmp.write_text(json.dumps({"sessionId": "s1", "agent": "lead", "system_prompt": "long text",
+                               **header, "messages": messages}))
+    tmp.replace(path)
+    bump_mtime(path)
+
+
+def _items_source(tmp_path: Path, stored: dict[str, dict[str, Any]] | None = None) -> JsonDocuments:
+    return JsonDocuments("t", "a", [str(tmp_path / "*.messages.json")], stored or {}, items="messages",
+                         header=("sessionId", "agent"))
+
+
+def test_a_rewritten_document_yields_only_the_elements_it_did_not_yield_before(tmp_path: Path) -> None:
+    doc = tmp_path / "s1.messages.json"
+    source = _items_source(tmp_path)
+    m = [{"id": f"m{i}", "role": "user" if i % 2 == 0 else "assistant"} for i in range(5)]
+
+    _messages_doc(doc, [])
+    items = read(source)
+    assert documents(items) == [] and len(items) == 1  # nothing yet: the position still moves
+    _messages_doc(doc, m[:2])
+    first = read(source)
+    assert documents(first) == [{"item": m[0], "index": 0, "document": {"sessionId": "s1", "agent": "lead"}},
+                                {"item": m[1], "index": 1, "document": {"sessionId": "s1", "agent": "lead"}}]
+    assert {r.kind for r, _ in first if r is not None} == {"json_item"}
+    assert len({r.position for r, _ in first if r is not None}) == 2  # one id each
+    _messages_doc(doc, m[:2], updated_at="later")  # rewritten with no new message
+    assert documents(read(source)) == []
+    _messages_doc(doc, m[:5])
+    assert [d["index"] for d in documents(read(source))] == [2, 3, 4]
+    assert source.stats.records == 5
+
+
+def test_a_restart_goes_on_after_the_last_element_committed(tmp_path: Path) -> None:
+    doc = tmp_path / "s1.messages.json"
+    m = [{"id": f"m{i}"} for i in range(4)]
+    _messages_doc(doc, m[:3])
+    items = read(_items_source(tmp_path))
+    # a crash after the second element was committed: its position is what the checkpoint holds
+    stream, value = items[1][1].stream, items[1][1].value
+    assert value["items"] == 2
+    again = read(_items_source(tmp_path, {stream: value}))
+    assert [d["index"] for d in documents(again)] == [2]
+    _messages_doc(doc, m)
+    later = read(_items_source(tmp_path, positions(again)))
+    assert [d["item"] for d in documents(later)] == [m[3]]
+
+
+def test_a_rewritten_history_is_yielded_again_and_the_repeats_dedupe(tmp_path: Path) -> None:
+    doc = tmp_path / "s1.messages.json"
+    source = _items_source(tmp_path)
+    _messages_doc(doc, [{"id": "a"}, {"id": "b"}])
+    read(source)
+    _messages_doc(doc, [{"id": "summary"}, {"id": "c"}])  # compacted: element 1 is not "b" any more
+    assert [d["item"]["id"] for d in documents(read(source))] == ["summary", "c"]
+    _messages_doc(doc, [{"id": "x"}])  # shorter than what was yielded
+    assert [d["item"]["id"] for d in documents(read(source))] == ["x"]
+
+
+def test_items_that_are_not_a_list_are_counted_and_skipped(tmp_path: Path) -> None:
+    doc = tmp_path / "s1.messages.json"
+    doc.write_text(json.dumps({"messages": {"not": "a list"}}))
+    source = _items_source(tmp_path)
+    items = read(source)
+    assert documents(items) == [] and len(items) == 1 and source.stats.malformed == 1

@@ -19,7 +19,9 @@ folder (``agent: "subagent"``): its entries belong to the parent session, with
 
 Sessions database (``~/.cline/data/db/sessions.db``, table ``sessions``, one row per session and per
 sub-agent, updated in place): session.start / session.end (``status``, ``exit_code``) and, for a
-sub-agent row (``is_subagent``), subagent.start / subagent.end in the parent session.
+sub-agent row (``is_subagent``), subagent.start / subagent.end in the parent session. The session.end
+carries ``agent.hook_event_name: db.session_ended``, which the definition's status rules map to ``end``:
+no hook fires when a headless ``cline`` exits, so this is what closes the session's live status.
 
 Hooks (our wrapper per event in ``~/.cline/hooks``; payload ``{taskId, sessionContext: {rootSessionId},
 agent_id, parent_agent_id, hookName, ...}``) carry no prompt id, and PreToolUse fires before the messages
@@ -50,6 +52,9 @@ _EXIT_CODE = re.compile(r"exited with code (-?\d+)")
 _USER_INPUT = re.compile(r"^\s*<user_input[^>]*>(.*)</user_input>\s*$", re.DOTALL)
 _SUBAGENT_FILE = re.compile(r"^(agent_[A-Za-z0-9_-]+)\.messages\.json$")
 AGENT_TOOLS = {"spawn_agent"}
+# A session row that ended drives the live status as a hook would (the definition maps it to "end"):
+# no hook fires when a headless `cline` exits.
+_ENDED = {"agent.hook_event_name": "db.session_ended"}
 
 
 def parse(record: RawRecord) -> list[AgentActivityEntry]:
@@ -225,7 +230,7 @@ def _row_span(record: RawRecord, row: dict[str, Any], session: str | None, kind:
     end = iso_to_ns(ended)
     if end and row.get("status") != "running":
         end_native = native if kind == "subagent" else f"end:{ended}"
-        end_attrs = {**({} if kind == "session" else attrs), "session.reason": row.get("status"),
+        end_attrs = {**(_ENDED if kind == "session" else attrs), "session.reason": row.get("status"),
                      "process.exit.code": as_int(row.get("exit_code"))}
         entries.append(native_entry(record, f"{kind}.end", end, session, end_native, end_attrs))
     return entries

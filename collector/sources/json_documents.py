@@ -7,7 +7,7 @@ opened; one that changed is read whole and hashed, and only a new hash yields a 
 document, with the hash as its position. The parser gives entries ids from the document's own ids, so
 the messages a rewrite repeats are dropped by the pipeline's dedupe.
 
-With ``items`` (the key of a top-level array, e.g. Cline's ``messages``) a changed document yields one
+With ``items`` (the key of a top-level array, e.g. ``messages``) a changed document yields one
 ``json_item`` record per array element it did not yield before, ``{"item": <element>, "index": i,
 "document": {<the keys named in header>}}``, instead of the whole document: a document the agent
 rewrites whole after every message costs a parse, not a re-parse of every message. The position then
