@@ -58,8 +58,10 @@ def test_the_unencodable_entry_is_in_the_quarantine_file_with_its_reason(
     config = {"endpoint": receiver.endpoint, "timeout": 2, "turn_grace": 0, "turn_idle_timeout": 0.2}
     exporters = queues(config, tmp_path)
     batch = [entry(i) for i in range(100)]
-    batch[31]["time_unix_nano"] = -1_000_000_000
-    batch[47] |= {"event.name": "tool.result", "gen_ai.tool.name": "cut emoji \ud83d"}  # a lone surrogate
+    batch[31]["time_unix_nano"] = -1_000_000_000  # before 1970: no fixed64
+    batch[49]["gen_ai.usage.input_tokens"] = 2**63  # an llm.response: JSON holds it, int64 does not
+    batch[60]["gen_ai.tool.name"] = "cut emoji \ud83d"  # a lone surrogate: not even JSON
+    poisoned = {f"{i:032x}" for i in (31, 49, 60)}
     for exporter in exporters:
         exporter.export(batch)
     wait_until(lambda: all(not e.stats()["queued"] for e in exporters))
@@ -71,12 +73,14 @@ def test_the_unencodable_entry_is_in_the_quarantine_file_with_its_reason(
     for line in lines:
         assert line["stage"] == "export" and "data" not in line
         by_exporter.setdefault(line["meta"]["exporter"], []).append(line)
-    logs = {line["meta"]["event.id"]: line["reason"] for line in by_exporter["otlp-default-logs"]}
-    assert set(logs) == {f"{31:032x}", f"{47:032x}"}
-    assert "fixed64 out of range" in logs[f"{31:032x}"] and "UTF-8" in logs[f"{47:032x}"]
-    assert by_exporter["otlp-default-metrics"][0]["meta"]["event.id"] == f"{47:032x}"  # its tool name
-    assert by_exporter["otlp-default-traces"], "the spans of both are quarantined by span id"
+    logs = {line["meta"]["event.id"]: line["reason"] for line in by_exporter.pop("otlp-default-logs")}
+    assert set(logs) == poisoned  # each once: the queue refused the surrogate for all signals at its door
+    assert "fixed64 out of range" in logs[f"{31:032x}"] and "int outside int64" in logs[f"{49:032x}"]
+    assert "not JSON-serialisable" in logs[f"{60:032x}"]
+    spans = by_exporter.pop("otlp-default-traces")
+    assert spans and all("otlp.span.id" in line["meta"] for line in spans), "spans quarantined by span id"
+    assert not by_exporter, "metrics carry neither times nor raw token values as attributes"
     ids = {r["attributes"]["event.id"] for r in receiver.logs()}
-    assert ids == {f"{i:032x}" for i in range(100)} - {f"{31:032x}", f"{47:032x}"}
+    assert ids == {f"{i:032x}" for i in range(100)} - poisoned
     turns = [p for p in receiver.metric_points() if p["name"] == "agent_collector.turns"]
     assert turns, "metrics of the other entries flowed"

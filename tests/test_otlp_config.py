@@ -132,7 +132,7 @@ def test_parse_headers_decodes_values() -> None:
     assert parse_headers("a=b%3Dc, B = d ,") == {"a": "b=c", "b": "d"}
 
 
-def test_build_wraps_every_signal_in_its_own_queue(tmp_path: Path) -> None:
+def test_build_gives_every_signal_its_own_consumer_of_the_backends_one_log(tmp_path: Path) -> None:
     paths = make_paths(tmp_path)
     exporters = build_otlp_exporters({"endpoint": "http://127.0.0.1:9", "queue_max_mb": 3}, {}, paths)
     try:
@@ -141,9 +141,10 @@ def test_build_wraps_every_signal_in_its_own_queue(tmp_path: Path) -> None:
             "otlp-default-metrics",
             "otlp-default-traces",
         ]
+        assert any(p.name.startswith("seg-") for p in (paths.queue_dir / "otlp" / "default").iterdir())
         for exporter in exporters:
-            assert (paths.queue_dir / exporter.name).is_dir()
-            assert exporter.stats()["cap_bytes"] == 1024 * 1024  # the backend's 3 MB shared by 3 signals
+            assert not (paths.queue_dir / exporter.name).exists()
+            assert exporter.stats()["cap_bytes"] == 3 * 1024 * 1024  # the backend's cap: one log
     finally:
         for exporter in exporters:
             exporter.shutdown()

@@ -296,7 +296,7 @@ def test_daemon_kill_9_with_otlp_queued_then_restart_delivers(tmp_path: Path) ->
         "OTEL_TRACES_EXPORTER": "none",
         "OTEL_METRICS_EXPORTER": "none",
     }
-    queue = tmp_path / "data" / "queue" / "otlp-default-logs"
+    queue = tmp_path / "data" / "queue" / "otlp" / "default"  # the backend's one log, for all its signals
     proc = subprocess.Popen(
         [sys.executable, "-m", "collector", "run", "--home", str(home), "--output", str(out)],
         env=env,

@@ -17,7 +17,7 @@ from collector.exporters.otlp_logs import OtlpLogsExporter
 from collector.exporters.otlp_metrics import OtlpMetricsExporter
 from collector.exporters.otlp_send import make_sender
 from collector.exporters.otlp_traces import OtlpTracesExporter
-from collector.exporters.queue import QueuedExporter, QueueOptions
+from collector.exporters.queue import QueuedExporter, QueueOptions, SegmentLog, new_log
 from collector.model.raw import RawRecord
 from collector.paths import Paths
 from collector.pipeline.quarantine import Quarantine, quarantine_dir
@@ -39,11 +39,17 @@ def build_signal_exporter(
     options: QueueOptions | None = None,
     store: CheckpointStore | None = None,
     quarantine: Quarantine | None = None,
+    shared: SegmentLog | None = None,
 ) -> QueuedExporter:
-    """One signal of one backend, wrapped in its own durable queue under ``paths.queue_dir``; a trace
-    exporter keeps its open turns in the checkpoint store (``store``, else the one under ``paths``)."""
+    """One signal of one backend behind its durable queue: a consumer of the backend's log (``shared``,
+    under ``paths.queue_dir / "otlp" / <backend>``), draining first the directory an older version kept
+    for the signal alone. A trace exporter keeps its open turns in the checkpoint store (``store``, else
+    the one under ``paths``)."""
     name = exporter_name(backend.name, signal.signal)
-    queue_dir = paths.queue_dir / name
+    queue_dir = paths.queue_dir / name  # where older versions queued this signal alone
+    options = options or QueueOptions()
+    if shared is None:
+        shared = backend_log(backend, paths, options)
     resources = ResourceCache(backend.resource_attributes)
     sender = make_sender(signal)
     poison = quarantine_sink(quarantine or Quarantine(quarantine_dir(paths)), name)
@@ -64,8 +70,15 @@ def build_signal_exporter(
         )
     else:
         inner = OtlpMetricsExporter(name, sender, resources, poison)
-    cap = max(1, backend.queue_cap_bytes // max(1, len(backend.signals)))  # the backend's cap, shared
-    return QueuedExporter(inner, queue_dir, cap_bytes=cap, options=options, poison=poison)
+    legacy = queue_dir if any(queue_dir.glob("seg-*.jsonl")) else None
+    return QueuedExporter(inner, shared.dir, options=options, poison=poison, log=shared, consumer=signal.signal,
+                          legacy=legacy)
+
+
+def backend_log(backend: BackendConfig, paths: Paths, options: QueueOptions) -> SegmentLog:
+    """The one segment log of a backend: each batch is written once for all its signals."""
+    directory = paths.queue_dir / "otlp" / _SAFE.sub("_", backend.name)
+    return new_log(directory, backend.queue_cap_bytes, list(backend.signals), options)
 
 
 def quarantine_sink(quarantine: Quarantine, exporter: str) -> PoisonSink:
@@ -98,8 +111,9 @@ def build_otlp_exporters(
     store = _store(paths) if any("traces" in b.signals for b in backends) else None
     quarantine = Quarantine(quarantine_dir(paths)) if backends else None
     for backend in backends:
+        shared = backend_log(backend, paths, options or QueueOptions())
         for signal in backend.signals.values():
-            exporters.append(build_signal_exporter(backend, signal, paths, options, store, quarantine))
+            exporters.append(build_signal_exporter(backend, signal, paths, options, store, quarantine, shared))
     return exporters
 
 

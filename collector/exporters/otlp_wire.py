@@ -121,29 +121,43 @@ def key_value(key: str, value: Any) -> bytes:
 class KeyValues:
     """Attributes as the repeated ``KeyValue`` field ``number`` of a message.
 
-    A string or int attribute (most are) is memoised whole per (key, value); for other values the
-    encoded key is memoised. ``convert`` maps a value to what is encoded (None: left out)."""
+    A string or int attribute is memoised whole per (key, value), while its key has few values (agent,
+    model, tool names, statuses); a key with more than ``per_key`` distinct values (ids, digests, times)
+    is taken for high-cardinality and only its encoded key is memoised. ``convert`` maps a value to what
+    is encoded (None: left out)."""
 
-    def __init__(self, number: int, convert: Callable[[Any], Any] | None = None, max_items: int = 65536) -> None:
+    def __init__(self, number: int, convert: Callable[[Any], Any] | None = None, per_key: int = 512,
+                 max_keys: int = 4096) -> None:
         self.number = number
         self.convert = convert
-        self.max_items = max_items
-        self._memo: dict[tuple[str, str | int], bytes] = {}  # str and int values only (exact classes)
+        self.per_key = per_key
+        self.max_keys = max_keys
+        self._memo: dict[str, dict[str | int, bytes]] = {}  # exact str and int values only: no True == 1
+        self._many: set[str] = set()
         self._keys: dict[str, bytes] = {}
 
-    def _string(self, key: str, value: str | int) -> bytes:
-        found = ld(self.number, key_value(key, value))
-        if len(self._memo) >= self.max_items:
-            self._memo.clear()
-        self._memo[(key, value)] = found
+    def _remember(self, key: str, value: str | int) -> bytes:
+        found = self._other(key, value)
+        if key in self._many:
+            return found
+        values = self._memo.get(key)
+        if values is None:
+            if len(self._memo) >= self.max_keys:
+                self._memo.clear()
+            values = self._memo[key] = {}
+        if len(values) >= self.per_key:
+            self._many.add(key)
+            del self._memo[key]
+        else:
+            values[value] = found
         return found
 
     def _other(self, key: str, value: Any) -> bytes:
         prefix = self._keys.get(key)
         if prefix is None:
-            prefix = self._keys[key] = ld(1, utf8(key))
-            if len(self._keys) >= self.max_items:
+            if len(self._keys) >= self.max_keys:
                 self._keys.clear()
+            prefix = self._keys[key] = ld(1, utf8(key))
         return ld(self.number, prefix + ld(2, any_value(value)))
 
     def fields(self, attributes: Mapping[str, Any], skip: frozenset[str] = frozenset()) -> bytes:
@@ -154,18 +168,17 @@ class KeyValues:
             if key in skip:
                 continue
             cls = value.__class__
-            if cls is str or cls is int:  # exact classes: no True == 1 in the memo
-                found = memo.get((key, value))
-                out.append(found if found is not None else self._string(key, value))
-                continue
-            if convert is not None:
+            if cls is not str and cls is not int and convert is not None:
                 value = convert(value)
                 if value is None:
                     continue
-                if value.__class__ is str:
-                    out.append(self._string(key, value))
-                    continue
-            out.append(self._other(key, value))
+                cls = value.__class__
+            if cls is str or cls is int:
+                values = memo.get(key)
+                found = values.get(value) if values is not None else None
+                out.append(found if found is not None else self._remember(key, value))
+            else:
+                out.append(self._other(key, value))
         return b"".join(out)
 
 
