@@ -38,7 +38,7 @@ CASES = [
     ("codex/two_tools", False),
     ("gemini-cli/subagent", False),
     ("qwen-code/two_turns_resume", False),
-    ("opencode/tool_then_answer", False),
+    ("opencode/subagent", False),
 ]
 DAY_S = 86400
 
@@ -168,6 +168,17 @@ def test_collect_once_sends_every_turn_of_yesterdays_sessions(tmp_path: Path, re
     assert not seen - served, "every chat span carries a call the server answered, with its exact numbers"
     assert sum((served - seen).values()) == unrecorded
     assert len(receiver.logs()) == len(entries)
+    for agent in ("gemini-cli", "opencode"):  # each sub-agent's spans hang under the tool call that started it
+        (sub,) = [s for s in spans if s["name"].startswith("invoke_agent") and s["parent_id"] is not None
+                  and s["attributes"]["gen_ai.conversation.id"] in _sessions(entries, agent)]
+        (tool,) = [s for s in spans if s["span_id"] == sub["parent_id"]]
+        assert tool["attributes"]["gen_ai.tool.call.id"] == sub["attributes"]["gen_ai.subagent.parent_tool_call.id"]
+        inside = {s["name"].split()[0] for s in spans if s["parent_id"] == sub["span_id"]}
+        assert inside == {"chat", "execute_tool"}, agent
+
+
+def _sessions(entries: list[dict[str, Any]], agent: str) -> set[str]:
+    return {e["gen_ai.session.id"] for e in entries if e["gen_ai.agent.type"] == agent and "gen_ai.session.id" in e}
 
 
 def test_collect_once_again_sends_nothing_twice(tmp_path: Path, receiver: OtlpReceiver) -> None:

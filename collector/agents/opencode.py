@@ -23,6 +23,12 @@ from OpenCode's own id: a re-read row makes the same entries, which the pipeline
   ``error``) still gives the result. A shell command that exits non-zero is ``status: completed`` with
   ``metadata.exit`` != 0, reported here as an error.
 - session.start: the ``session`` row and the plugin's ``session.created`` event.
+- Sub-agents: the ``task`` tool runs one as a child session (``parentID`` names the parent). Its
+  ``session.start`` carries ``gen_ai.session.parent.id`` and, from a row, the task call that started it
+  (``gen_ai.subagent.parent_tool_call.id``, looked up in the database: ``opencode_links``); the pipeline
+  (``Correlator``) then reports the child's work in the parent session as that sub-agent's. The task call's
+  part (``state.metadata.sessionId``) and ``tool.execute.after`` name the child: the task tool.result gets
+  ``gen_ai.subagent.id`` and a ``subagent.end`` comes with it.
 - session.end: ``session.deleted`` (``session.reason: deleted``), and the plugin's own ``plugin.dispose``
   line per session the process ran, written when OpenCode disposes its plugins at exit
   (``session.reason: exit``; a later ``run --continue`` opens it again).
@@ -45,8 +51,10 @@ from collector.agents.common import (
     text_message,
     usage_attributes,
 )
+from collector.agents.opencode_links import task_call
 from collector.model import AgentActivityEntry, RawRecord
 
+TASK_TOOL = "task"  # OpenCode's tool that runs a sub-agent (a child session)
 Emit = Callable[[str, "int | None", "str | None", str, dict[str, Any]], AgentActivityEntry]
 
 
@@ -123,7 +131,7 @@ def _tool_part(emit: Emit, part: dict[str, Any], session: str | None) -> list[Ag
     times = _obj(state.get("time"))
     start, end = as_int(times.get("start")), as_int(times.get("end"))
     call = {"gen_ai.tool.name": part.get("tool"), "gen_ai.tool.call.id": call_id,
-            "gen_ai.tool.call.arguments": state.get("input")}
+            "gen_ai.tool.call.arguments": state.get("input"), "gen_ai.tool.type": _tool_type(part.get("tool"))}
     entries = [emit("tool.call", start, session, call_id, call)]
     if status == "running":
         return entries
@@ -132,7 +140,23 @@ def _tool_part(emit: Emit, part: dict[str, Any], session: str | None) -> list[Ag
     if start is not None and end is not None and end >= start:
         result["duration_ms"] = end - start
     entries.append(emit("tool.result", end, session, call_id, result))
-    return entries
+    return entries + _subagent_end(emit, end, session, result, state.get("input"))
+
+
+def _tool_type(tool: Any) -> str | None:
+    return "agent" if tool == TASK_TOOL else None
+
+
+def _subagent_end(emit: Emit, time_ms: int | None, session: str | None, result: dict[str, Any],
+                  args: Any) -> list[AgentActivityEntry]:
+    """The task call's result: its sub-agent (the child session it names) has ended."""
+    child = result.get("gen_ai.subagent.id")
+    if not isinstance(child, str):
+        return []
+    attrs = {"gen_ai.agent.scope": "subagent", "gen_ai.agent.id": child,
+             "gen_ai.subagent.parent_tool_call.id": result["gen_ai.tool.call.id"],
+             "gen_ai.subagent.type": _str(_obj(args).get("subagent_type"))}
+    return [emit("subagent.end", time_ms, session, child, attrs)]
 
 
 def _result_attrs(call_id: str, tool: Any, metadata: Any, output: Any, error: Any,
@@ -142,6 +166,9 @@ def _result_attrs(call_id: str, tool: Any, metadata: Any, output: Any, error: An
     attrs: dict[str, Any] = {"gen_ai.tool.name": tool, "gen_ai.tool.call.id": call_id,
                              "tool.result.status": "error" if failed else "success",
                              "process.exit.code": exit_code}
+    child = metadata.get("sessionId") if isinstance(metadata, dict) and tool == TASK_TOOL else None
+    if isinstance(child, str) and child:
+        attrs["gen_ai.subagent.id"] = child
     if failed:
         attrs["error.type"] = "exit_code" if exit_code not in (None, 0) else "tool_error"
         message = error if isinstance(error, str) and error else output
@@ -151,14 +178,20 @@ def _result_attrs(call_id: str, tool: Any, metadata: Any, output: Any, error: An
     return attrs
 
 
-def _session_row(emit: Emit, info: dict[str, Any], session: str | None) -> list[AgentActivityEntry]:
+def _session_row(emit: Emit, info: dict[str, Any], session: str | None,
+                 db_path: str | None = None) -> list[AgentActivityEntry]:
+    """A session's start; a child session (a sub-agent's) names its parent, and the task call that started
+    it when the database (``db_path``) already says."""
     times = _obj(info.get("time"))
     created = as_int(info.get("time_created")) or as_int(times.get("created"))
     attrs = {"session.source": "startup", "workspace.path": info.get("directory"),
              "agent.version": info.get("version")}
     parent = info.get("parent_id") or info.get("parentID")
     if isinstance(parent, str) and parent:
-        attrs.update({"gen_ai.agent.scope": "subagent", "gen_ai.session.parent.id": parent})
+        attrs.update({"gen_ai.agent.scope": "subagent", "gen_ai.agent.id": session,
+                      "gen_ai.session.parent.id": parent})
+        if db_path and session:
+            attrs["gen_ai.subagent.parent_tool_call.id"] = task_call(db_path, parent, session)
     return [emit("session.start", created, session, "created", attrs)]
 
 
@@ -175,7 +208,7 @@ def _parse_row(record: RawRecord) -> list[AgentActivityEntry]:
         return native_entry(record, name, iso_to_ns(time_ms), session, native, attrs)
 
     if table == "session":
-        return _session_row(emit, row, _str(row.get("id")))
+        return _session_row(emit, row, _str(row.get("id")), _str(record.meta.get("path")))
     data = _json(row.get("data"))
     if not isinstance(data, dict):
         return []
@@ -293,7 +326,7 @@ def _tool_before(record: RawRecord, hook: HookEnvelope, inp: dict[str, Any],
     if not call_id:
         return []
     attrs = {"gen_ai.tool.name": inp.get("tool"), "gen_ai.tool.call.id": call_id,
-             "gen_ai.tool.call.arguments": out.get("args")}
+             "gen_ai.tool.call.arguments": out.get("args"), "gen_ai.tool.type": _tool_type(inp.get("tool"))}
     return [hook_entry(record, hook, "tool.call", _str(inp.get("sessionID")), call_id, attrs)]
 
 
@@ -303,7 +336,9 @@ def _tool_after(record: RawRecord, hook: HookEnvelope, inp: dict[str, Any],
     if not call_id:
         return []
     attrs = _result_attrs(call_id, inp.get("tool"), out.get("metadata"), out.get("output"), None, False)
-    return [hook_entry(record, hook, "tool.result", _str(inp.get("sessionID")), call_id, attrs)]
+    session = _str(inp.get("sessionID"))
+    entries = [hook_entry(record, hook, "tool.result", session, call_id, attrs)]
+    return entries + _subagent_end(_hook_emit(record, hook), None, session, attrs, inp.get("args"))
 
 
 def _message_updated(record: RawRecord, hook: HookEnvelope, inp: dict[str, Any],

@@ -5,6 +5,15 @@ turns are assigned by time, not by arrival: an entry belongs to the latest promp
 before its own time. The state of each session is small and bounded; the most recently used sessions are
 kept in memory (:class:`~collector.pipeline.session_cache.SessionCache`), every other one in the checkpoint
 store (:meth:`Correlator.changes` hands out what to save with the next commit; ``load`` reads it back).
+
+Sub-sessions: an agent that runs a sub-agent as a session of its own (OpenCode's child sessions) says so
+in that session's ``session.start`` (``gen_ai.session.parent.id``). From then on the child's entries are
+reported as the sub-agent's, in the parent session: ``gen_ai.session.id`` becomes the parent's,
+``gen_ai.agent.id`` the child's id, ``gen_ai.agent.scope`` subagent, the turn the parent's turn at that
+time, the child's prompt (the task the parent gave) becomes ``subagent.start``, and the link to the
+tool call that started it comes as for any sub-agent (the start names it, or the oldest agent-type call
+still launching). The child's own session.start/status/end stay in its session. Event ids are not
+touched (they were made from the child's id), so hooks and files still dedupe.
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ class _Session:
     closed: list[str] = field(default_factory=list)  # calls that have a result (a late copy opens nothing)
     open_calls: dict[str, list[Any]] = field(default_factory=dict)  # call id -> [name, time, turn, agent, scope]
     ended_ns: int = 0  # the session ended (session.end) at this time; its open calls close at the cycle's end
+    parent: str = ""  # a sub-session: the session its entries are reported in (see the module docstring)
 
 
 class Correlator:
@@ -64,10 +74,12 @@ class Correlator:
         if not session_id:
             return
         key = f"{entry['gen_ai.agent.type']}\x1f{session_id}"
-        session = self._sessions.get(key)
-        if session is None:
-            session = _Session()
-            self._sessions.put(key, session)
+        session = self._session(key)
+        name = entry["event.name"]
+        if name == "session.start" and entry.get("gen_ai.session.parent.id"):
+            self._adopt(entry, session)
+        elif session.parent and name not in _UNTURNED:
+            key, session = self._fold(entry, session)
         time_ns = entry["time_unix_nano"]
         session.last_ns = max(session.last_ns, time_ns)
         name = entry["event.name"]
@@ -81,6 +93,45 @@ class Correlator:
         if self._track_open(session, name, entry, time_ns):
             self._ended.add(key)
         self._link_subagent(session, name, entry)
+
+    def _session(self, key: str) -> _Session:
+        session = self._sessions.get(key)
+        if session is None:
+            session = _Session()
+            self._sessions.put(key, session)
+        return session
+
+    def _adopt(self, entry: dict[str, Any], child: _Session) -> None:
+        """A sub-session starts: its parent learns which call started it (named, or the oldest launching)."""
+        child_id, parent_id = entry["gen_ai.session.id"], str(entry["gen_ai.session.parent.id"])
+        child.parent = parent_id
+        parent = self._session(f"{entry['gen_ai.agent.type']}\x1f{parent_id}")
+        call = entry.get("gen_ai.subagent.parent_tool_call.id") or parent.subagents.get(child_id)
+        if not call and parent.launching:
+            call = parent.launching.pop(0)
+        if call:
+            parent.subagents[child_id] = str(call)
+            _trim(parent.subagents, MAX_CALLS)
+            entry["gen_ai.subagent.parent_tool_call.id"] = call
+            if call in parent.launching:
+                parent.launching.remove(call)
+
+    def _fold(self, entry: dict[str, Any], child: _Session) -> tuple[str, _Session]:
+        """An entry of a sub-session, reported as its sub-agent's in the parent session."""
+        child_id = entry["gen_ai.session.id"]
+        key = f"{entry['gen_ai.agent.type']}\x1f{child.parent}"
+        parent = self._session(key)
+        entry["gen_ai.session.id"] = child.parent
+        entry["gen_ai.agent.id"] = child_id
+        entry["gen_ai.agent.scope"] = "subagent"
+        if entry["event.name"] == "user.prompt":
+            entry["event.name"] = "subagent.start"
+        turn = self._turn_at(parent, entry["time_unix_nano"])
+        if turn:
+            entry["gen_ai.turn.id"] = turn
+        else:
+            entry.pop("gen_ai.turn.id", None)
+        return key, parent
 
     @staticmethod
     def _track_open(session: _Session, name: str, entry: dict[str, Any], time_ns: int) -> bool:
@@ -181,7 +232,7 @@ class Correlator:
 
 
 _FIELDS = ("turn_times", "turn_ids", "tools", "requests", "last_ns", "subagents", "launching", "closed",
-           "open_calls", "ended_ns")
+           "open_calls", "ended_ns", "parent")
 
 
 def _interrupted_result(agent: str, session_id: str, call_id: str, tool: Any, turn: Any, agent_id: Any,
