@@ -38,8 +38,8 @@ STRING_FIELDS = frozenset({
     "gen_ai.provider.name", "gen_ai.operation.name", "gen_ai.request.model", "gen_ai.response.model",
     "gen_ai.request.id", "gen_ai.response.id", "gen_ai.tool.name", "gen_ai.tool.call.id", "gen_ai.tool.type",
     "tool.approve.decision", "error.type", "gen_ai.subagent.type", "gen_ai.subagent.parent_tool_call.id",
-    "gen_ai.subagent.id", "session.source", "session.reason", "prompt.origin", "compaction.trigger",
-    "workspace.path", "source.kind", "agent.hook_event_name", "agent.model", "error.message",
+    "gen_ai.subagent.id", "gen_ai.session.parent.id", "session.source", "session.reason", "prompt.origin",
+    "compaction.trigger", "workspace.path", "source.kind", "agent.hook_event_name", "agent.model", "error.message",
 })
 COUNT_FIELDS = frozenset({
     "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens", "gen_ai.usage.cache_read.input_tokens",

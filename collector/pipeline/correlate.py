@@ -6,7 +6,7 @@ before its own time. The state of each session is small and bounded; the most re
 kept in memory (:class:`~collector.pipeline.session_cache.SessionCache`), every other one in the checkpoint
 store (:meth:`Correlator.changes` hands out what to save with the next commit; ``load`` reads it back).
 
-Sub-sessions: an agent that runs a sub-agent as a session of its own (OpenCode's child sessions) says so
+Sub-sessions: an agent that runs a sub-agent as a session of its own (a child session) says so
 in that session's ``session.start`` (``gen_ai.session.parent.id``). From then on the child's entries are
 reported as the sub-agent's, in the parent session: ``gen_ai.session.id`` becomes the parent's,
 ``gen_ai.agent.id`` the child's id, ``gen_ai.agent.scope`` subagent, the turn the parent's turn at that

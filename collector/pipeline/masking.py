@@ -42,7 +42,8 @@ NO_SCAN = frozenset(
         "gen_ai.operation.name", "gen_ai.request.model", "gen_ai.response.model", "gen_ai.request.id",
         "gen_ai.response.id", "gen_ai.response.finish_reasons", "gen_ai.tool.call.id", "gen_ai.tool.type",
         "tool.result.status", "tool.approve.decision", "error.type", "gen_ai.subagent.parent_tool_call.id",
-        "gen_ai.subagent.id", "session.source", "session.reason", "prompt.origin", "session.status",
+        "gen_ai.subagent.id", "gen_ai.session.parent.id", "session.source", "session.reason", "prompt.origin",
+        "session.status",
         "session.previous_status", "compaction.trigger", "source.kind", "agent.hook_event_name", "agent.model",
         "masking.dropped", "collector.invalid_fields", "collector.time_replaced",
     }
