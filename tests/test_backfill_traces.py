@@ -193,6 +193,31 @@ def test_collect_once_again_sends_nothing_twice(tmp_path: Path, receiver: OtlpRe
     assert first > 0 and len(receiver.spans()) == first
 
 
+def test_collect_once_with_the_backend_down_says_what_waits_and_the_next_run_sends_it(
+        tmp_path: Path, receiver: OtlpReceiver) -> None:
+    """Every OTLP request is refused (503): the run still exits, naming per queue what is left, and the next
+    run, with the backend back, delivers every turn."""
+    home = tmp_path / "home"
+    backfill(home)
+    configure(home, receiver.endpoint)
+    receiver.fail_with = 503
+
+    down = collect_once(home)
+
+    assert down.returncode == 0, down.stderr
+    waiting = [line for line in down.stderr.splitlines() if "not delivered yet" in line]
+    assert {line.split(":")[0] for line in waiting} == {f"otlp-default-{s}" for s in ("logs", "traces", "metrics")}
+    assert all("503" in line for line in waiting), waiting
+    assert receiver.spans() == [] and receiver.requests > 0
+    receiver.fail_with = None
+
+    assert collect_once(home).returncode == 0
+
+    entries = read_output(resolve_paths(home, env={}).output_dir)
+    assert_traces(receiver.spans(), entries)
+    assert len(receiver.logs()) == len(entries)
+
+
 def _status(home: Path) -> dict[str, Any]:
     with contextlib.suppress(OSError, ValueError):
         return dict(json.loads((resolve_paths(home, env={}).state_dir / "status.json").read_text()))
