@@ -4,16 +4,22 @@ uninstall leaves the folder as it was, the user's own hooks are never touched, a
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import shutil
 import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from deploy_support import agent_snapshot, clear_env, definitions, paths_for
+from deploy_support import StateSlots, agent_snapshot, clear_env, definitions, paths_for
 
 from collector.deploy import Action, State, install_agent, integration_state, uninstall_agent
 from collector.deploy.engine import repair_file
+from collector.deploy.watchdog import STATE_KEY, Watchdog
 from collector.paths import Paths
 
 AGENT = "cline"
@@ -114,3 +120,46 @@ def test_a_removed_wrapper_is_put_back_by_the_repair(env: tuple[Path, Paths]) ->
     assert Action.CREATE in {c.action for c in changes}
     assert target.read_bytes() == content and target.stat().st_mode & 0o777 == 0o755
     assert integration_state(defn, paths)[0].state is State.IN_PLACE
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"not within {timeout}s")
+
+
+@pytest.fixture
+def watched(env: tuple[Path, Paths]) -> Iterator[tuple[Path, Paths, Watchdog]]:
+    """Cline's hooks installed, the watchdog's run() on an event loop in a thread, as the daemon runs it."""
+    home, paths = env
+    install_agent(definitions()[AGENT], paths)
+    slots = StateSlots(paths)
+    dog = Watchdog(definitions(), paths, slots(STATE_KEY), rescan_s=60, cooldown_s=0.2)
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_until_complete, args=(dog.run(),), daemon=True)
+    thread.start()
+    time.sleep(0.5)  # let it start watching
+    yield home, paths, dog
+    loop.call_soon_threadsafe(dog.stop)
+    thread.join(timeout=10)
+    assert not thread.is_alive()
+    loop.close()
+    slots.close()
+
+
+def test_the_watchdog_puts_a_deleted_hooks_folder_back_and_leaves_a_foreign_file_alone(
+    watched: tuple[Path, Paths, Watchdog],
+) -> None:
+    home, paths, dog = watched
+    hooks = home / ".cline" / "hooks"
+    originals = {p.name: p.read_bytes() for p in hooks.iterdir()}
+    shutil.rmtree(hooks)  # a clean-up script, say
+    wait_for(lambda: hooks.is_dir() and {p.name: p.read_bytes() for p in hooks.iterdir()} == originals, 10)
+    assert all(p.stat().st_mode & 0o777 == 0o755 for p in hooks.iterdir())
+    (hooks / "PreToolUse").write_text("#!/bin/sh\necho '{}'\n")  # the user puts their own hook there
+    time.sleep(1.5)
+    assert (hooks / "PreToolUse").read_text() == "#!/bin/sh\necho '{}'\n", "someone else's file is never replaced"
+    assert dog.stats()["repairs_total"] >= 1
