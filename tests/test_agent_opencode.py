@@ -13,16 +13,15 @@ import pytest
 from agent_support import by_name, run_pipeline
 
 from collector.agents import opencode
+from collector.definitions import load_definitions
 from collector.model import RawRecord
-from collector.sources.sqlite_rows import SqliteRows, TableSpec
+from collector.sources.sqlite_rows import SqliteRows, table_specs
 
 CASES = Path(__file__).parent / "fixtures" / "opencode"
 AGENT = "opencode"
-TABLES = [
-    TableSpec("session", "time_updated", "id"),
-    TableSpec("message", "time_updated", "id"),
-    TableSpec("part", "time_updated", "id"),
-]
+# The tables as agents.d/opencode.json reads them (a user message row comes with its text parts).
+(DB_SOURCE,) = [s for s in load_definitions(None).agents[AGENT].raw["sources"] if s["kind"] == "sqlite"]
+TABLES = table_specs(DB_SOURCE["tables"])
 
 
 def spool(case: str) -> list[RawRecord]:
@@ -174,11 +173,37 @@ def test_a_row_counts_only_once_it_is_final_and_only_once() -> None:
     assert response["gen_ai.response.finish_reasons"] == ["stop"]
 
 
-def test_chat_message_gives_the_prompt_text(tmp_path: Path) -> None:
-    prompts = by_name(run(spool("tool_then_answer")), "user.prompt")
-    assert "echo hi" in prompts[0]["gen_ai.input.messages"][0]["parts"][0]["content"]
+def test_chat_message_and_the_database_give_the_same_prompt_text(tmp_path: Path) -> None:
+    """The plugin's chat.message has the text; the database's user message row, read with its text parts
+    (which alone do not say whose they are), gives the same entry with the same text."""
+    (prompt,) = by_name(run(spool("tool_then_answer")), "user.prompt")
+    assert "echo hi" in prompt["gen_ai.input.messages"][0]["parts"][0]["content"]
     (db_prompt,) = by_name(run(rows("tool_then_answer", tmp_path)), "user.prompt")
-    assert db_prompt["event.id"] == prompts[0]["event.id"] and "gen_ai.input.messages" not in db_prompt
+    assert db_prompt["event.id"] == prompt["event.id"]
+    assert db_prompt["gen_ai.input.messages"] == prompt["gen_ai.input.messages"]
+
+
+def _user_row(parts: list[dict[str, Any]] | None, text_parts: str | None = None) -> RawRecord:
+    data = {"role": "user", "time": {"created": 5}, "summary": {"diffs": [{"file": "a.env", "patch": "+K=v"}]}}
+    row: dict[str, Any] = {"id": "msg_u", "session_id": "ses_1", "time_created": 5, "time_updated": 9,
+                           "data": json.dumps(data)}
+    if parts is not None:
+        text_parts = json.dumps([json.dumps(p) for p in parts])  # as the source gives it: JSON of JSON texts
+    if text_parts is not None:
+        row["text_parts"] = text_parts
+    return RawRecord(AGENT, "sqlite", {"table": "message", "row": row}, "db:message", "9:msg_u", 1)
+
+
+def test_a_user_row_gives_its_typed_text_and_nothing_of_its_summary() -> None:
+    typed = {"type": "text", "text": "fix the build"}
+    added = {"type": "text", "text": "Called the Read tool", "synthetic": True}
+    (entry,) = opencode.parse(_user_row([typed, added, {"type": "text", "text": "and test it"}]))
+    assert entry.attributes["gen_ai.input.messages"] == [
+        {"role": "user", "parts": [{"type": "text", "content": "fix the build\nand test it"}]}]
+    assert "a.env" not in json.dumps(entry.attributes) and "K=v" not in json.dumps(entry.attributes)
+    for bare in (_user_row(None), _user_row([]), _user_row(None, '["{not json"]'), _user_row(None, "{oops")):
+        (prompt,) = opencode.parse(bare)  # no parts read (or none written yet), or unreadable ones: no text
+        assert prompt.id == entry.id and "gen_ai.input.messages" not in prompt.attributes
 
 
 def test_older_capture_event_names_are_understood() -> None:

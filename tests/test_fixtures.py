@@ -84,6 +84,7 @@ def _facts(entries: list[dict[str, Any]]) -> dict[str, Any]:
                for e in entries if e["event.name"] == "tool.result"}
     return {
         "turns": sorted(e["gen_ai.turn.id"] for e in prompts),
+        "prompts": {e["event.id"]: (e["gen_ai.turn.id"], e.get("gen_ai.input.messages.length")) for e in prompts},
         "tokens": entry_tokens(entries),
         "pairs": tool_pairs(entries),
         "results": results,
@@ -109,6 +110,27 @@ def test_files_alone_give_the_same_facts(case: Path, tmp_path: Path) -> None:
     for key in hook_only:
         assert alone[key] != both[key], f"{key} is listed as hook-only but the files give it"
         alone[key] = both[key]
+    assert alone == both
+
+
+def _prompts_with_text(case: Path, tmp: Path, hooks: bool) -> dict[str, Any]:
+    """Each prompt (by event id) with its turn and text, collected with content capture on (masking on)."""
+    paths = prepare_fixture(case, tmp)
+    if not hooks:
+        shutil.rmtree(paths.spool_dir)
+    paths.config_file.parent.mkdir(parents=True, exist_ok=True)
+    paths.config_file.write_text("[content]\ncapture = true\n")
+    return {e["event.id"]: (e["gen_ai.session.id"], e["gen_ai.turn.id"], e.get("gen_ai.input.messages"))
+            for e in collect(paths, clock=long_after) if e["event.name"] == "user.prompt"}
+
+
+@pytest.mark.parametrize("case", FILE_CASES, ids=[f"{c.parent.name}/{c.name}" for c in FILE_CASES])
+def test_files_alone_give_the_prompt_text(case: Path, tmp_path: Path) -> None:
+    """With content capture on, files alone give every prompt the text hooks + files give it: same entry
+    (event id, session, turn), same masked text."""
+    both = _prompts_with_text(case, tmp_path / "both", hooks=True)
+    alone = _prompts_with_text(case, tmp_path / "alone", hooks=False)
+    assert both and all(text for _, _, text in both.values()), "hooks + files give every prompt's text"
     assert alone == both
 
 
@@ -154,7 +176,6 @@ def test_secrets_session_masked_or_not_kept(case: Path, hooks: bool, tmp_path: P
     write while the rest of the text is kept; with capture off (the default), no prompt or tool text is."""
     source = "".join(p.read_text(errors="replace") for p in (case / "home").rglob("*") if p.is_file())
     planted = list(PLANTED_SECRETS.values())
-    hook_only = json.loads((case / "expected.json").read_text()).get("hook_only_content", {})  # what -> why
     assert all(s in source for s in planted), "the capture holds every planted secret"
     for capture in (True, False):
         paths = prepare_fixture(case, tmp_path / str(capture))
@@ -175,8 +196,7 @@ def test_secrets_session_masked_or_not_kept(case: Path, hooks: bool, tmp_path: P
             assert not kept, f"capture off: {kept} written"
             continue
         assert "GITHUB_TOKEN=[REDACTED:github_token]" in text, "capture on keeps the tool text, masked"
-        prompt_kept = "My AWS access key is [REDACTED:aws_access_key_id]" in text
-        assert prompt_kept == (hooks or "prompt" not in hook_only), "the prompt text, masked (hook_only lists a gap)"
+        assert "My AWS access key is [REDACTED:aws_access_key_id]" in text, "the prompt text, masked"
 
 
 RESUME_CASES = sorted(p for p in FIXTURES.glob("*/resume12") if (p / "expected.json").exists())

@@ -22,7 +22,7 @@ from collector.definitions import load_definitions
 from collector.paths import Paths
 from collector.sources.base import Item
 from collector.sources.factory import BuildContext, build_sources
-from collector.sources.sqlite_rows import SqliteRows, TableSpec
+from collector.sources.sqlite_rows import RelatedSpec, SqliteRows, TableSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = [TableSpec("item", "updated", "id")]
@@ -163,6 +163,26 @@ def test_the_opencode_definition_builds_this_source(tmp_path: Path) -> None:
     (db_source,) = [s for s in sources if isinstance(s, SqliteRows)]
     assert db_source.path == str(tmp_path / ".local/share/opencode/opencode.db")
     assert [t.table for t in db_source.tables] == ["session", "message", "part"]
+
+
+def test_a_row_comes_with_its_related_rows(tmp_path: Path) -> None:
+    """``related``: the rows of another table that point at this one (a message's parts), filtered by a JSON
+    path, in that table's key order, as one JSON array column; none gives an empty array."""
+    db = tmp_path / "a.db"
+    writer = sqlite3.connect(db, isolation_level=None)
+    writer.execute("CREATE TABLE message (id TEXT PRIMARY KEY, updated INTEGER, data TEXT)")
+    writer.execute("CREATE TABLE part (id TEXT PRIMARY KEY, message_id TEXT, data TEXT)")
+    writer.executemany("INSERT INTO message VALUES (?, ?, ?)", [("m1", 1, "{}"), ("m2", 2, "{}")])
+    parts = [("p3", "m1", '{"type": "text", "text": "b"}'), ("p1", "m1", '{"type": "text", "text": "a"}'),
+             ("p2", "m1", '{"type": "tool", "text": "no"}'), ("p4", "m9", '{"type": "text", "text": "other"}')]
+    writer.executemany("INSERT INTO part VALUES (?, ?, ?)", parts)
+    related = RelatedSpec("texts", "part", "message_id", "id", "data", "id", (("$.type", "text"),))
+    spec = [TableSpec("message", "updated", "id", ("id", "data"), (related,))]
+    got = {r.data["row"]["id"]: r.data["row"] for r, _ in read(SqliteRows("s", "a", str(db), spec, {})) if r}
+    assert set(got["m1"]) == {"id", "data", "texts"}
+    assert [json.loads(p)["text"] for p in json.loads(got["m1"]["texts"])] == ["a", "b"]
+    assert json.loads(got["m2"]["texts"]) == []
+    writer.close()
 
 
 # -- kill -9 of a real collector process ---------------------------------------------------------------

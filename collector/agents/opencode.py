@@ -10,7 +10,10 @@ pending -> running -> completed), so an entry is made only from a row in its fin
 from OpenCode's own id: a re-read row makes the same entries, which the pipeline drops.
 
 - user.prompt: the plugin's ``chat.message`` (message id and text) and the ``message`` row of the user
-  message (same id, no text: the text lives in a part row that does not say whose it is).
+  message (same id). The text lives in ``part`` rows that do not say whose they are; the source reads
+  the message row with its text parts (``related`` ``text_parts`` in the definition: the parts whose
+  ``message_id`` is the row's id), and the prompt's text is their non-synthetic text, as the plugin
+  gives it. The row's ``summary.diffs`` (whole patches of the files the turn changed) is not read.
 - llm.response: an assistant ``message`` row once it has ``time.completed`` (OpenCode 1.x writes one
   assistant message per model step), or the same object in a ``message.updated`` bus event. Its turn is
   its ``parentID`` (the user message). OpenCode stores input tokens without the cache reads and writes;
@@ -69,15 +72,17 @@ def parse(record: RawRecord) -> list[AgentActivityEntry]:
 # --------------------------------------------------------------------------------------------- shared
 
 
-def _message(emit: Emit, info: dict[str, Any], session: str | None) -> list[AgentActivityEntry]:
-    """A ``message`` object (row data plus id, or a ``message.updated`` event's ``info``)."""
+def _message(emit: Emit, info: dict[str, Any], session: str | None,
+             parts: list[Any] | None = None) -> list[AgentActivityEntry]:
+    """A ``message`` object (row data plus id, or a ``message.updated`` event's ``info``), with its parts
+    when they are known (a row's ``text_parts``, an export's ``parts``)."""
     msg_id = info.get("id")
     if not isinstance(msg_id, str):
         return []
     times = _obj(info.get("time"))
     created = as_int(times.get("created"))
     if info.get("role") == "user":
-        return [emit("user.prompt", created, session, msg_id, {"gen_ai.turn.id": msg_id})]
+        return [emit("user.prompt", created, session, msg_id, _prompt_attrs(msg_id, parts or []))]
     completed = as_int(times.get("completed"))
     if info.get("role") != "assistant" or completed is None:
         return []  # still streaming: its tokens are not final yet
@@ -92,6 +97,17 @@ def _message(emit: Emit, info: dict[str, Any], session: str | None) -> list[Agen
         turn = {"gen_ai.turn.id": info.get("parentID")}
         entries.append(emit("compaction", completed, session, msg_id, turn))
     return entries
+
+
+def _prompt_attrs(msg_id: str, parts: list[Any]) -> dict[str, Any]:
+    """The turn id and, when the message has text parts, the text the user typed (its non-synthetic text
+    parts; the synthetic ones are OpenCode's own additions, such as a read file's content)."""
+    attrs: dict[str, Any] = {"gen_ai.turn.id": msg_id}
+    texts = [p for p in parts if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)]
+    if texts:
+        text = "\n".join(p["text"] for p in texts if not p.get("synthetic"))
+        attrs["gen_ai.input.messages"] = text_message("user", text)
+    return attrs
 
 
 def _response_attrs(info: dict[str, Any], created: int | None, completed: int) -> dict[str, Any]:
@@ -214,7 +230,8 @@ def _parse_row(record: RawRecord) -> list[AgentActivityEntry]:
         return []
     session = _str(row.get("session_id"))
     if table == "message":
-        return _message(emit, {**data, "id": row.get("id")}, session)
+        parts = [_json(p) for p in _list(_json(row.get("text_parts")))]
+        return _message(emit, {**data, "id": row.get("id")}, session, parts)
     if table == "part" and data.get("type") == "tool":
         return _tool_part(emit, data, session)
     return []
@@ -238,7 +255,7 @@ def _parse_export(record: RawRecord) -> list[AgentActivityEntry]:
     entries = _session_row(emit, info, session)
     for message in _list(record.data.get("messages")):
         msg = _obj(_obj(message).get("info"))
-        entries += _message(emit, msg, _str(msg.get("sessionID")) or session)
+        entries += _message(emit, msg, _str(msg.get("sessionID")) or session, _list(_obj(message).get("parts")))
         for part in _list(_obj(message).get("parts")):
             if isinstance(part, dict) and part.get("type") == "tool":
                 entries += _tool_part(emit, part, _str(part.get("sessionID")) or session)
@@ -294,11 +311,8 @@ def _chat_message(record: RawRecord, hook: HookEnvelope, inp: dict[str, Any],
     msg_id = _str(message.get("id"))
     if not msg_id or message.get("role", "user") != "user":
         return []
-    parts = _list(out.get("parts"))
-    text = "\n".join(p["text"] for p in parts
-                     if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
-                     and not p.get("synthetic"))
-    attrs = {"gen_ai.turn.id": msg_id, "gen_ai.input.messages": text_message("user", text)}
+    attrs = _prompt_attrs(msg_id, _list(out.get("parts")))
+    attrs.setdefault("gen_ai.input.messages", text_message("user", ""))
     session = _str(inp.get("sessionID")) or _str(message.get("sessionID"))
     return [hook_entry(record, hook, "user.prompt", session, msg_id, attrs)]
 

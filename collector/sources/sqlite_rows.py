@@ -29,6 +29,12 @@ files (a FIFO would block the open forever); anything else is refused and counte
 A read whose database and ``-wal`` have the inode, size and mtime they had when the last read went to the
 end runs no query (idle cost: two ``stat`` calls); it queries anyway every ``RECHECK_S``.
 
+A table may name *related* rows of another table (``related``: the rows whose ``match`` column equals this
+row's ``on`` column, optionally only those whose JSON ``column`` has given values at given paths): they come
+with the row as one more column, a JSON array of their ``column`` values in the other table's key order,
+read in the same query as the row (a message with its parts). A change to the related rows alone does not
+make the row read again: the row carries them as they were when the row was read.
+
 Yields ``RawRecord(kind="sqlite", data={"table": name, "row": {column: value}})``.
 """
 
@@ -64,6 +70,21 @@ BUSY_TIMEOUT_S = 0.2  # short: we retry next cycle rather than wait on the agent
 WM, KEY = "__agent_collector_wm", "__agent_collector_key"  # aliases of the position columns
 CORRUPT = "__agent_collector_corrupt"  # a salvaged row that could not be read
 LOOKUP = "__agent_collector_lookup"  # the rowid (or key) a page is read by
+ROW = "__agent_collector_row"  # the alias of the table a related subquery refers to
+
+
+@dataclass(frozen=True, slots=True)
+class RelatedSpec:
+    """Rows of ``table`` whose ``match`` equals this row's ``on``: their ``column`` as one JSON array ``name``
+    (in ``table``'s ``key`` order), only those whose JSON ``column`` has the value at each path of ``where``."""
+
+    name: str
+    table: str
+    match: str
+    on: str
+    column: str
+    key: str = "rowid"
+    where: tuple[tuple[str, str | int | float | bool], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +93,22 @@ class TableSpec:
     watermark: str
     key: str
     columns: tuple[str, ...] = ()
+    related: tuple[RelatedSpec, ...] = ()
+
+    def select_list(self) -> tuple[str, list[Any]]:
+        """The selected columns (own and related) and the parameters the related subqueries take."""
+        row = _quote(ROW)
+        cols = [", ".join(f"{row}.{_quote(c)}" for c in self.columns) if self.columns else f"{row}.*"]
+        params: list[Any] = []
+        for rel in self.related:
+            inner = (f"SELECT {_quote(rel.column)} AS v FROM {_quote(rel.table)} "
+                     f"WHERE {_quote(rel.match)} = {row}.{_quote(rel.on)}")
+            for path, value in rel.where:
+                inner += f" AND json_extract({_quote(rel.column)}, ?) = ?"
+                params += [path, value]
+            inner += f" ORDER BY {_quote(rel.key) if rel.key != 'rowid' else 'rowid'}"
+            cols.append(f"(SELECT json_group_array(v) FROM ({inner})) AS {_quote(rel.name)}")
+        return ", ".join(cols), params
 
 
 @dataclass(slots=True)
@@ -223,7 +260,7 @@ class SqliteRows:
         touch the table's pages), the row by its key; a row that cannot be read is marked CORRUPT, counted
         and skipped. Raises if even the positions cannot be read (no usable index)."""
         wm, key = _quote(spec.watermark), "rowid" if spec.key == "rowid" else _quote(spec.key)
-        table, cols = _quote(spec.table), ", ".join(_quote(c) for c in spec.columns) if spec.columns else "*"
+        table, (cols, rel_params) = f"{_quote(spec.table)} AS {_quote(ROW)}", spec.select_list()
         out: list[dict[str, Any]] = []
         at_wm, at_key = state.wm, state.key
         while len(out) < self.batch_rows:
@@ -237,8 +274,8 @@ class SqliteRows:
                 break
             at_wm, at_key = nxt[0], nxt[1]
             try:
-                row = conn.execute(f"SELECT {wm} AS {WM}, {key} AS {KEY}, {cols} FROM {table} WHERE {key} = ?",
-                                   (at_key,)).fetchone()
+                row = conn.execute(f"SELECT {_quote(ROW)}.{wm} AS {WM}, {_quote(ROW)}.{key} AS {KEY}, {cols} "
+                                   f"FROM {table} WHERE {_quote(ROW)}.{key} = ?", (*rel_params, at_key)).fetchone()
                 out.append(dict(row) if row is not None else {WM: at_wm, KEY: at_key, CORRUPT: True})
             except sqlite3.DatabaseError as exc:
                 if not _is_corrupt(exc):
@@ -296,12 +333,13 @@ class SqliteRows:
         deleted meanwhile is gone)."""
         if not page:
             return []
-        lookup = self._lookup[spec.table]
-        cols = ", ".join(_quote(c) for c in spec.columns) if spec.columns else "*"
+        lookup = f"{_quote(ROW)}.{self._lookup[spec.table]}"
+        cols, params = spec.select_list()
         marks = ",".join("?" * len(page))
-        sql = f"SELECT {lookup} AS {LOOKUP}, {cols} FROM {_quote(spec.table)} WHERE {lookup} IN ({marks})"
+        sql = (f"SELECT {lookup} AS {LOOKUP}, {cols} FROM {_quote(spec.table)} AS {_quote(ROW)} "
+               f"WHERE {lookup} IN ({marks})")
         found: dict[Any, dict[str, Any]] = {}
-        for r in conn.execute(sql, [p[0] for p in page]).fetchall():
+        for r in conn.execute(sql, [*params, *(p[0] for p in page)]).fetchall():
             row = dict(r)
             found[row.pop(LOOKUP)] = row
         out = []
@@ -372,13 +410,25 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
     return "locked" in text or "busy" in text
 
 
-def _build(spec: dict[str, Any], defn: AgentDefinition, ctx: BuildContext) -> SqliteRows:
-    tables = [
-        TableSpec(t["table"], t["watermark"], t.get("key") or "rowid", tuple(t.get("columns") or ()))
-        for t in spec["tables"]
+def table_specs(tables: list[dict[str, Any]]) -> list[TableSpec]:
+    """The ``tables`` of a definition's ``sqlite`` source."""
+    return [
+        TableSpec(t["table"], t["watermark"], t.get("key") or "rowid", tuple(t.get("columns") or ()),
+                  tuple(_related(r) for r in t.get("related") or ()))
+        for t in tables
     ]
+
+
+def _build(spec: dict[str, Any], defn: AgentDefinition, ctx: BuildContext) -> SqliteRows:
+    tables = table_specs(spec["tables"])
     name = f"{defn.id}:{spec['name']}"
     return SqliteRows(name, defn.id, str(ctx.paths.expand(spec["path"])), tables, ctx.positions)
+
+
+def _related(spec: dict[str, Any]) -> RelatedSpec:
+    where = tuple(sorted((str(path), value) for path, value in (spec.get("where") or {}).items()))
+    return RelatedSpec(spec["as"], spec["table"], spec["match"], spec["on"], spec["column"],
+                       spec.get("key") or "rowid", where)
 
 
 PLUGIN: Plugin[SourceBuilder] = Plugin("sqlite", _build, kind_schema("source_sqlite"))
