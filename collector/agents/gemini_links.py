@@ -42,8 +42,8 @@ def subagent_of(path: str) -> SubagentFile | None:
 
 def _parent_call(chats_dir: str, session: str, agent_id: str) -> tuple[str, str | None] | None:
     try:
-        names = sorted(n for n in os.listdir(chats_dir) if n.startswith("session-") and
-                       n.endswith(f"-{session[:8]}.jsonl"))
+        st = os.stat(chats_dir)
+        names = _parent_logs(chats_dir, st.st_ino, st.st_mtime_ns).get(session[:8], ())
     except OSError:
         return None
     for name in names:
@@ -56,6 +56,18 @@ def _parent_call(chats_dir: str, session: str, agent_id: str) -> tuple[str, str 
         if found:
             return found
     return None
+
+
+@functools.lru_cache(maxsize=64)
+def _parent_logs(chats_dir: str, ino: int, mtime_ns: int) -> dict[str, tuple[str, ...]]:
+    """The main sessions' logs of a chats folder by the short session id in their names, sorted; cached
+    while the folder is unchanged (a file added or removed changes its mtime), so a folder of thousands of
+    sessions is listed once, not once per sub-agent line."""
+    logs: dict[str, list[str]] = {}
+    for name in os.listdir(chats_dir):
+        if name.startswith("session-") and name.endswith(".jsonl") and name[-15:-14] == "-":
+            logs.setdefault(name[-14:-6], []).append(name)
+    return {short: tuple(sorted(names)) for short, names in logs.items()}
 
 
 @functools.lru_cache(maxsize=1024)

@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""Backfill CPU of agent-collector next to the parse floor and two peers, on three corpora built from the
+real fixture sessions (benchmarks/_corpora.py), all in one run:
+
+- agent-collector: `collect --once` over the corpus home (defaults: masking on, content capture off);
+- orjson floor: `orjson.loads` of every line of the same files (and of every `data` column of OpenCode's
+  session, message and part rows), in a process of its own;
+- agentsview 0.46.1 `sync` (one-shot, no daemon), HOME pointed at the corpus home;
+- ccusage 20.0.24 `daily --offline --json` (tokens only), HOME pointed at the corpus home.
+
+CPU seconds (user + system, from wait4 of each process: start-up included) are the figure: the machine is
+shared, so wall time would measure the neighbours. Ratios are to the floor measured in the same run.
+
+    .venv/bin/python benchmarks/peers.py [--install-peers] [--only claude --only mixed --only small]
+    .venv/bin/python benchmarks/peers.py --scale        # linearity in MB and in sessions, peak RSS
+
+Peers are installed into .cache/peers with --install-peers (npm and pip with their caches and HOME inside
+.cache); a peer that is not installed (or cannot be, offline) is reported as such and skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _corpora  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+PEERS = ROOT / ".cache" / "peers"
+CCUSAGE_VERSION = "20.0.24"
+AGENTSVIEW_VERSION = "0.46.1"
+CCUSAGE = PEERS / "ccusage" / "node_modules" / "ccusage" / "src" / "cli.js"
+AGENTSVIEW = PEERS / "agentsview-venv" / "bin" / "agentsview"
+
+
+@dataclass
+class Run:
+    cpu_s: float
+    rss_mb: float
+    ok: bool
+    note: str = ""
+
+
+def run(cmd: list[str], env: dict[str, str], timeout: float = 1800) -> Run:
+    """CPU seconds and peak RSS of one process (and the children it waited for), from wait4."""
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL)
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        tail = err.read().decode(errors="replace").strip().splitlines()[-1:] if proc.returncode else []
+    return Run(usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, proc.returncode == 0,
+               tail[0][:200] if tail else "")
+
+
+def peer_env(home: Path) -> dict[str, str]:
+    keep = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "TZ", "TMPDIR")}
+    return {**keep, "HOME": str(home), "XDG_DATA_HOME": str(home / ".local" / "share"),
+            "XDG_CONFIG_HOME": str(home / ".config"), "XDG_STATE_HOME": str(home / ".local" / "state"),
+            "XDG_CACHE_HOME": str(home / ".cache"), "TZ": "UTC"}
+
+
+def floor(corpus: _corpora.Corpus) -> Run:
+    with tempfile.NamedTemporaryFile("w", suffix=".txt") as files:
+        files.write("\n".join(str(p) for p in corpus.files() + corpus.databases()))
+        files.flush()
+        return run([sys.executable, str(Path(__file__).resolve().parent / "_floor.py"), files.name],
+                   {"PATH": os.environ.get("PATH", "")})
+
+
+def collector(home: Path, work: Path) -> tuple[Run, int]:
+    env = {**peer_env(home), "AGENT_COLLECTOR_DATA_DIR": str(work / "data"),
+           "AGENT_COLLECTOR_CONFIG_DIR": str(work / "cfg")}
+    out = work / "out"
+    result = run([sys.executable, "-m", "collector", "collect", "--once", "--home", str(home), "--output",
+                  str(out)], {**env, "PYTHONPATH": str(ROOT)})
+    entries = sum(p.read_bytes().count(b"\n") for p in out.glob("*.jsonl"))
+    shutil.rmtree(work, ignore_errors=True)
+    return result, entries
+
+
+def agentsview(home: Path) -> Run | str:
+    if not AGENTSVIEW.exists():
+        return "not installed (--install-peers)"
+    result = run([str(AGENTSVIEW), "sync"], {**peer_env(home), "AGENTSVIEW_NO_DAEMON": "1"})
+    shutil.rmtree(home / ".agentsview", ignore_errors=True)
+    return result
+
+
+def ccusage(home: Path) -> Run | str:
+    node = shutil.which("node")
+    if not CCUSAGE.exists() or not node:
+        return "not installed (--install-peers)" if node else "node not found"
+    return run([node, str(CCUSAGE), "daily", "--offline", "--json"], peer_env(home))
+
+
+def install_peers() -> None:
+    PEERS.mkdir(parents=True, exist_ok=True)
+    home = PEERS / "home"
+    home.mkdir(exist_ok=True)
+    env = {**os.environ, "HOME": str(home), "npm_config_cache": str(PEERS / "npm"),
+           "XDG_CACHE_HOME": str(home / ".cache"), "XDG_CONFIG_HOME": str(home / ".config")}
+    if not CCUSAGE.exists():
+        step(["npm", "install", "--no-audit", "--no-fund", "--prefix", str(PEERS / "ccusage"),
+              f"ccusage@{CCUSAGE_VERSION}"], env, "ccusage")
+    if not AGENTSVIEW.exists():
+        venv = PEERS / "agentsview-venv"
+        if step([sys.executable, "-m", "venv", str(venv)], env, "agentsview venv"):
+            step([str(venv / "bin" / "pip"), "install", "-q", "--cache-dir", str(PEERS / "pip"),
+                  f"agentsview=={AGENTSVIEW_VERSION}"], env, "agentsview")
+
+
+def step(cmd: list[str], env: dict[str, str], what: str) -> bool:
+    try:
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        print(f"{what}: cannot install ({exc}); going on without it")
+        return False
+    if done.returncode:
+        print(f"{what}: cannot install (offline?): {(done.stderr or done.stdout).strip()[-300:]}; going on")
+    return done.returncode == 0
+
+
+def build(name: str, home: Path, args: argparse.Namespace) -> _corpora.Corpus:
+    if name == "claude":
+        return _corpora.build_claude(home, args.claude_mb)
+    if name == "mixed":
+        return _corpora.build_mixed(home, args.mixed_mb)
+    return _corpora.build_small(home, args.small)
+
+
+TITLES = {"claude": "Claude Code transcripts", "mixed": "five agents mixed (OpenCode in SQLite)",
+          "small": "small Claude Code transcripts"}
+
+
+def fmt(result: Run | str, base: float) -> str:
+    if isinstance(result, str):
+        return result
+    if not result.ok:
+        return f"failed: {result.note}"
+    return f"{result.cpu_s:.2f} s ({result.cpu_s / base:.1f}x)"
+
+
+def compare(names: list[str], args: argparse.Namespace, tmp: Path) -> None:
+    print("| corpus | agent-collector CPU s | orjson floor | ratio | agentsview sync | ccusage daily | "
+          "entries | peak RSS |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name in names:
+        home = tmp / name / "home"
+        corpus = build(name, home, args)
+        base = floor(corpus)
+        ours, entries = collector(home, tmp / name / "work")
+        if not ours.ok:
+            print(f"collect failed on {name}: {ours.note}")
+        peers = [agentsview(home), ccusage(home)]
+        print(f"| {corpus.mb:.0f} MB {TITLES[name]}, {corpus.sessions:,} sessions | {ours.cpu_s:.2f} "
+              f"({corpus.mb / ours.cpu_s:.0f} MB per CPU s, {1000 * ours.cpu_s / corpus.sessions:.2f} ms per "
+              f"session) | {base.cpu_s:.2f} | **{ours.cpu_s / base.cpu_s:.2f}x** | {fmt(peers[0], base.cpu_s)} | "
+              f"{fmt(peers[1], base.cpu_s)} | {entries:,} | {ours.rss_mb:.0f} MB |", flush=True)
+        shutil.rmtree(tmp / name, ignore_errors=True)
+
+
+def scale(args: argparse.Namespace, tmp: Path) -> None:
+    print("| corpus | MB | sessions | agent-collector CPU s | ms per MB | ms per session | orjson floor | "
+          "ratio | peak RSS |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    points = [("claude", mb) for mb in args.scale_mb] + [("small", n) for n in args.scale_sessions]
+    for name, size in points:
+        home = tmp / f"{name}-{size}" / "home"
+        corpus = (_corpora.build_claude(home, size) if name == "claude" else _corpora.build_small(home, size))
+        base = floor(corpus)
+        ours, _ = collector(home, tmp / f"{name}-{size}" / "work")
+        print(f"| {TITLES[name]} | {corpus.mb:.0f} | {corpus.sessions:,} | {ours.cpu_s:.2f} | "
+              f"{1000 * ours.cpu_s / corpus.mb:.1f} | {1000 * ours.cpu_s / corpus.sessions:.2f} | "
+              f"{base.cpu_s:.2f} | {ours.cpu_s / base.cpu_s:.2f}x | {ours.rss_mb:.0f} MB |", flush=True)
+        shutil.rmtree(tmp / f"{name}-{size}", ignore_errors=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--install-peers", action="store_true")
+    ap.add_argument("--only", action="append", choices=("claude", "mixed", "small"))
+    ap.add_argument("--claude-mb", type=float, default=200)
+    ap.add_argument("--mixed-mb", type=float, default=200)
+    ap.add_argument("--small", type=int, default=20000, help="number of small transcripts")
+    ap.add_argument("--scale", action="store_true", help="linearity in MB and sessions instead of peers")
+    ap.add_argument("--scale-mb", type=lambda s: [float(x) for x in s.split(",")], default=[50, 200, 800])
+    ap.add_argument("--scale-sessions", type=lambda s: [int(x) for x in s.split(",")],
+                    default=[100, 1000, 5000, 20000])
+    args = ap.parse_args()
+    if args.install_peers:
+        install_peers()
+    with tempfile.TemporaryDirectory(prefix="peers-") as tmp:
+        if args.scale:
+            scale(args, Path(tmp))
+        else:
+            compare(args.only or ["claude", "mixed", "small"], args, Path(tmp))
+    print(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
+
+
+if __name__ == "__main__":
+    main()
