@@ -19,6 +19,9 @@ class RawRecord:
     ``source_id`` identifies the stream (file identity, database path + table), ``position`` is an
     opaque, stable position inside it (a byte offset, a row id); together they make deterministic ids.
     ``observed_ns`` is when the collector read it. ``meta`` carries source facts such as ``path``.
+    ``strict_json``: ``data`` is what ``collector.sources.decode`` (or orjson) made of JSON text, so its keys
+    are strings, it holds no lone surrogate and no non-finite float; the boundary then checks only its
+    depth, size and integers, at C speed (``collector.pipeline.boundary.check_record``).
     """
 
     agent: str
@@ -28,3 +31,4 @@ class RawRecord:
     position: str
     observed_ns: int
     meta: dict[str, Any] = field(default_factory=dict)
+    strict_json: bool = False

@@ -9,6 +9,7 @@ Node writes an emoji cut in half), which become U+FFFD. Anything else that is no
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -42,12 +43,19 @@ def loads_object(raw: bytes) -> dict[str, Any] | None:
 
 def _lenient(raw: bytes, original: orjson.JSONDecodeError) -> Any:
     try:
-        value = json.loads(raw, parse_constant=_refuse_constant)
+        value = json.loads(raw, parse_constant=_refuse_constant, parse_float=_finite)
     except (ValueError, RecursionError):
         raise original from None
     if shape(value) is not None:
         raise original
     return _replace_surrogates(value)
+
+
+def _finite(text: str) -> float | str:
+    """A number too large for a float (``1e400``) as the string the boundary would make of it, so that
+    whatever this module returns holds finite floats only, as orjson's does."""
+    value = float(text)
+    return value if math.isfinite(value) else str(value)
 
 
 def _refuse_constant(name: str) -> Any:

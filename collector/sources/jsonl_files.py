@@ -326,7 +326,8 @@ class JsonlFiles:
             return None
         self.stats.records += 1
         agent = self._agent_of(path, data) if self._agent_of else self.agent
-        return RawRecord(agent, self.kind, data, ident.fingerprint, str(start), observed, {"path": path})
+        return RawRecord(agent, self.kind, data, ident.fingerprint, str(start), observed, {"path": path},
+                         strict_json=True)
 
     def _refuse(self, path: str, exc: NotRegular) -> None:
         """Counted every time, logged once per path: a FIFO or a device stays what it is."""
