@@ -23,6 +23,7 @@ from collector.cli import (
     status_cmd,
 )
 from collector.cli.common import fail
+from collector.util import gc_tuning
 
 # Command modules, each with register(subparsers).
 COMMAND_MODULES = (collect_cmd, agents_cmd, deploy_cmd, status_cmd, config_cmd, live_cmd, report_cmd, doctor_cmd,
@@ -56,6 +57,7 @@ def _missing_home(home: str | None) -> str | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    gc_tuning.tune()
     parser = build_parser()
     args = parser.parse_args(argv)
     problem = _missing_home(getattr(args, "home", None))
