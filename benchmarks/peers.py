@@ -164,7 +164,7 @@ def compare(names: list[str], args: argparse.Namespace, tmp: Path) -> None:
         ours, entries = collector(home, tmp / name / "work")
         if not ours.ok:
             print(f"collect failed on {name}: {ours.note}")
-        peers = [agentsview(home), ccusage(home)]
+        peers: list[Run | str] = [agentsview(home), ccusage(home)] if args.peers else ["skipped", "skipped"]
         print(f"| {corpus.mb:.0f} MB {TITLES[name]}, {corpus.sessions:,} sessions | {ours.cpu_s:.2f} "
               f"({corpus.mb / ours.cpu_s:.0f} MB per CPU s, {1000 * ours.cpu_s / corpus.sessions:.2f} ms per "
               f"session) | {base.cpu_s:.2f} | **{ours.cpu_s / base.cpu_s:.2f}x** | {fmt(peers[0], base.cpu_s)} | "
@@ -191,6 +191,7 @@ def scale(args: argparse.Namespace, tmp: Path) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--install-peers", action="store_true")
+    ap.add_argument("--no-peers", dest="peers", action="store_false", help="agent-collector and the floor only")
     ap.add_argument("--only", action="append", choices=("claude", "mixed", "small"))
     ap.add_argument("--claude-mb", type=float, default=200)
     ap.add_argument("--mixed-mb", type=float, default=200)
