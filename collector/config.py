@@ -18,14 +18,12 @@ import os
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import jsonschema
-import orjson
 
-from collector.paths import Paths, project_root
+from collector.paths import Paths, bundled_schema
 
 ENV_PREFIX = "AGENT_COLLECTOR_"
 _TRUE = {"true", "yes", "on", "1"}
@@ -172,10 +170,8 @@ def agent_setting(config: Config, agent: str, key: str, default: Any) -> Any:
 # -- the schema ------------------------------------------------------------------------------------
 
 
-@lru_cache(maxsize=1)
 def schema() -> dict[str, Any]:
-    data: dict[str, Any] = orjson.loads((project_root() / "schemas" / "config.schema.json").read_bytes())
-    return data
+    return bundled_schema("config")
 
 
 def _resolve(node: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -13,8 +13,11 @@ import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
+from typing import Any
 
+import orjson
 import platformdirs
 
 APP = "agent-collector"
@@ -134,3 +137,11 @@ def project_root() -> Path:
         if (candidate / "agents.d").is_dir() and (candidate / "schemas").is_dir():
             return candidate
     raise FileNotFoundError(f"cannot find agents.d/ and schemas/ next to {here}")
+
+
+@cache
+def bundled_schema(name: str) -> dict[str, Any]:
+    """``schemas/<name>.schema.json`` (``config``, ``agent-definition``, ``activity-event``), read once;
+    callers must not change it."""
+    data: dict[str, Any] = orjson.loads((project_root() / "schemas" / f"{name}.schema.json").read_bytes())
+    return data

@@ -29,7 +29,7 @@ import orjson
 from collector.agents.common import iso_to_ns
 from collector.model import AgentActivityEntry, RawRecord, event_id
 from collector.model.entry import EVENT_NAMES, payload_digest
-from collector.paths import project_root
+from collector.paths import bundled_schema
 from collector.pipeline.boundary import Refused
 
 OWNED = frozenset({"schema.version", "event.id", "gen_ai.agent.type", "observed_time_unix_nano", "user.id",
@@ -41,10 +41,8 @@ class NotCanonical(Refused):
     names fields and rules, never a value)."""
 
 
-@cache
 def _schema() -> dict[str, Any]:
-    data: dict[str, Any] = orjson.loads((project_root() / "schemas" / "activity-event.schema.json").read_bytes())
-    return data
+    return bundled_schema("activity-event")
 
 
 @cache

@@ -3,18 +3,13 @@ plug-in kinds it holds (``$defs``), which their registries check a spec against.
 
 from __future__ import annotations
 
-from functools import cache
 from typing import Any
 
-import orjson
-
-from collector.paths import project_root
+from collector.paths import bundled_schema
 
 
-@cache
 def definition_schema() -> dict[str, Any]:
-    data: dict[str, Any] = orjson.loads((project_root() / "schemas" / "agent-definition.schema.json").read_bytes())
-    return data
+    return bundled_schema("agent-definition")
 
 
 def kind_schema(name: str) -> dict[str, Any]:
