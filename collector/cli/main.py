@@ -3,34 +3,36 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from collector import __version__
-from collector.cli import (
-    agents_cmd,
-    collect_cmd,
-    config_cmd,
-    dashboard_cmd,
-    deploy_cmd,
-    doctor_cmd,
-    live_cmd,
-    quarantine_cmd,
-    report_cmd,
-    service_cmd,
-    status_cmd,
-)
 from collector.cli.common import fail
 from collector.util import gc_tuning
 
-# Command modules, each with register(subparsers).
-COMMAND_MODULES = (collect_cmd, agents_cmd, deploy_cmd, status_cmd, config_cmd, live_cmd, report_cmd, doctor_cmd,
-                   dashboard_cmd, service_cmd, quarantine_cmd)
+# Command modules (under collector.cli), each with register(subparsers), in the order of `--help`, and
+# the commands each one registers. A command imports only its own module: `report` does not pay for the
+# deploy engine, jsonschema or the daemon (tests/test_cli_lazy.py keeps this table true).
+COMMAND_MODULES: dict[str, tuple[str, ...]] = {
+    "collect_cmd": ("run", "collect"), "agents_cmd": ("agents",), "deploy_cmd": ("install", "uninstall"),
+    "status_cmd": ("status",), "config_cmd": ("config",), "live_cmd": ("sessions",), "report_cmd": ("report",),
+    "doctor_cmd": ("doctor",), "dashboard_cmd": ("dashboard",), "service_cmd": ("service",),
+    "quarantine_cmd": ("quarantine",),
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _modules_for(command: str | None) -> list[str]:
+    """The modules to import for ``command``; every one for ``--help``, ``--version`` or an unknown name
+    (argparse then lists them all)."""
+    named = [module for module, commands in COMMAND_MODULES.items() if command in commands]
+    return named or list(COMMAND_MODULES)
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser for ``command`` alone (its module's subparsers), or, without one, for every command."""
     parser = argparse.ArgumentParser(
         prog="agent-collector",
         description="Telemetry collector for AI coding agents (Claude Code, Codex CLI, Gemini CLI, Qwen Code, "
@@ -41,8 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"agent-collector {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in COMMAND_MODULES:
-        module.register(subparsers)
+    for name in _modules_for(command):
+        importlib.import_module(f"collector.cli.{name}").register(subparsers)
     return parser
 
 
@@ -57,9 +59,10 @@ def _missing_home(home: str | None) -> str | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    gc_tuning.tune()
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    first = argv[0] if argv and not argv[0].startswith("-") else None  # the top level takes no other option
+    args = build_parser(first).parse_args(argv)
+    gc_tuning.tune()  # once the command's modules are imported, so that they are frozen too
     problem = _missing_home(getattr(args, "home", None))
     if problem:
         return fail(problem)
