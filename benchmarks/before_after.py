@@ -5,7 +5,8 @@ Checks out REF (the code before) and ``--after`` (default: this checkout) into t
 copies this checkout's benchmark scripts into them (the same measurement on both sides), then runs,
 alternating before/after for ``--rounds`` rounds: ``collect_throughput.py`` (backfill MB/s; plain orjson
 MB/s in the same run shows the machine's load), ``hook_to_output_latency.py`` (hook append -> JSONL p99)
-and ``hook_http_vs_shell.py`` (http hook medians). Prints the median of the rounds per side.
+``hook_http_vs_shell.py`` (http hook medians) and ``relay_ack.py`` (the ingest's durable acknowledgement
+alone, next to a bare write + fdatasync). Prints the median of the rounds per side.
 
     .venv/bin/python benchmarks/before_after.py REF [--after REF2] [--rounds 2] [--mb 100] [--n 200]
 """
@@ -36,6 +37,14 @@ FIGURES = {
         "hook_http_vs_shell.py", r"\| http hook, new connection, 10 ms apart, daemon backfilling \| ([\d.]+)"),
     "http hook p99 ms, new connection, daemon backfilling": (
         "hook_http_vs_shell.py", r"daemon backfilling \| [\d.]+ \| ([\d.]+)"),
+    "relay durable ack median ms, idle": ("relay_ack.py", r"\| relay ack, idle \| ([\d.]+)"),
+    "relay durable ack p99 ms, idle": ("relay_ack.py", r"\| relay ack, idle \| [\d.]+ \| ([\d.]+)"),
+    "relay durable ack median ms, CPU thread busy": ("relay_ack.py", r"\| relay ack, CPU thread busy \| ([\d.]+)"),
+    "relay durable ack p99 ms, CPU thread busy": (
+        "relay_ack.py", r"\| relay ack, CPU thread busy \| [\d.]+ \| ([\d.]+)"),
+    "write + fdatasync median ms, idle (floor)": ("relay_ack.py", r"\| write \+ fdatasync, idle \(floor\) \| ([\d.]+)"),
+    "write + fdatasync median ms, CPU thread busy (floor)": (
+        "relay_ack.py", r"\| write \+ fdatasync, CPU thread busy \(floor\) \| ([\d.]+)"),
 }
 
 
@@ -58,7 +67,7 @@ def main() -> None:
     ap.add_argument("--only", action="append", help="run only this script (repeatable)")
     args = ap.parse_args()
     scripts = {"collect_throughput.py": ["--mb", str(args.mb)], "hook_to_output_latency.py": ["--n", str(args.n)],
-               "hook_http_vs_shell.py": ["--n", str(args.n)]}
+               "hook_http_vs_shell.py": ["--n", str(args.n)], "relay_ack.py": ["--n", str(args.n)]}
     scripts = {k: v for k, v in scripts.items() if not args.only or k in args.only}
     with tempfile.TemporaryDirectory() as tmp:
         before, after = Path(tmp) / "before", (Path(tmp) / "after" if args.after else ROOT)

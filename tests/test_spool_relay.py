@@ -101,20 +101,39 @@ async def test_a_dead_writer_thread_is_restarted(tmp_path: Path, caplog: pytest.
 
 
 def test_a_failed_write_leaves_no_torn_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The disk fills halfway through a group's write: what it wrote is cut back, whole lines only."""
     writer = SpoolWriter(tmp_path / "spool")
     writer.append("codex", "a", {"n": 1}, 1.0)
-    real = os.fdatasync
+    real = os.write
+    calls: list[int] = []
 
-    def full(fd: int) -> None:
+    def fills_up(fd: int, data: Any) -> int:
+        calls.append(len(data))
+        if len(calls) == 1:
+            return real(fd, bytes(data[: len(data) // 2]))  # a short write: half of it went
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(os, "fdatasync", full)
+    monkeypatch.setattr(os, "write", fills_up)
     with pytest.raises(OSError):
-        writer.write_lines([("codex", SpoolWriter.line("codex", "a", {"n": 2}, 1.0))])
-    monkeypatch.setattr(os, "fdatasync", real)
-    writer.append("codex", "a", {"n": 3}, 1.0)
+        writer.write_lines([("codex", SpoolWriter.line("codex", "a", {"n": n}, 1.0)) for n in (2, 3)])
+    monkeypatch.setattr(os, "write", real)
+    assert len(calls) == 2, "the short write was continued"
+    writer.append("codex", "a", {"n": 4}, 1.0)
     writer.close()
-    assert [e["payload"]["n"] for e in spooled(tmp_path / "spool")] == [1, 3], "whole lines only"
+    assert [e["payload"]["n"] for e in spooled(tmp_path / "spool")] == [1, 4], "whole lines only"
+
+
+def test_the_daemons_spool_file_is_written_synchronously(tmp_path: Path) -> None:
+    """Durable on return: the http spool file is opened O_DSYNC (a write returns once its data is on
+    disk), unless the writer was made without fsync."""
+    import fcntl
+
+    for fsync, expected in ((True, os.O_DSYNC), (False, 0)):
+        writer = SpoolWriter(tmp_path / f"spool-{fsync}", fsync=fsync)
+        writer.append("codex", "a", {"n": 1}, 1.0)
+        fd = writer._fds["codex"][1]
+        assert fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DSYNC == expected
+        writer.close()
 
 
 def _deep(depth: int) -> dict[str, Any]:
