@@ -146,6 +146,8 @@ def test_a_file_event_triggers_detection(
     home, paths, _ = running
     settings = install_claude_later(home)
     wait_for(lambda: OURS in settings.read_bytes(), timeout=10)
+    # the deploy is saved once the scan that made it ends: wait for it, not for luck
+    wait_for(lambda: bool((saved(paths, STATE_KEY) or {}).get("deployed")), timeout=5)
     assert main(["status", "--home", str(home), "--json"]) == 0
     status = json.loads(capsys.readouterr().out)
     assert [d["agent"] for d in status["autodeploy"]["deployed"]] == ["claude-code"]
