@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 from pathlib import Path
+
+from collector.util.atomic import replace_atomically
 
 ABSENT_SHA = "absent"
 
@@ -39,7 +40,8 @@ def missing_parents(path: Path) -> list[Path]:
 
 
 def write_atomic(path: Path, data: bytes, mode: int | None = None, private: bool = False) -> None:
-    """Write via a temp file in the same directory, fsync, then rename over ``path``.
+    """Write via a temp file in the same directory, fsync, then rename over ``path``
+    (:func:`collector.util.atomic.replace_atomically`).
 
     Keeps the mode of the file it replaces (or uses ``mode``/0o644 for a new file); ``private`` (a file
     holding the ingest secret) makes it 0600 whatever it was."""
@@ -51,29 +53,7 @@ def write_atomic(path: Path, data: bytes, mode: int | None = None, private: bool
         keep_mode = mode if mode is not None else 0o644
     if private:
         keep_mode = 0o600
-    tmp = target.with_name(f".{target.name}.agent-collector.{os.getpid()}.tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if keep_mode is not None:
-            os.chmod(tmp, keep_mode)
-        os.replace(tmp, target)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-    fsync_dir(target.parent)
-
-
-def fsync_dir(directory: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    replace_atomically(target, data, keep_mode)
 
 
 def remove_file(path: Path) -> None:
