@@ -65,9 +65,11 @@ def main() -> None:
     ap.add_argument("--mb", type=int, default=100)
     ap.add_argument("--n", type=int, default=200)
     ap.add_argument("--only", action="append", help="run only this script (repeatable)")
+    ap.add_argument("--http-only", action="store_true", help="hook_http_vs_shell.py: the http rows only")
     args = ap.parse_args()
+    http = ["--n", str(args.n)] + (["--http-only"] if args.http_only else [])
     scripts = {"collect_throughput.py": ["--mb", str(args.mb)], "hook_to_output_latency.py": ["--n", str(args.n)],
-               "hook_http_vs_shell.py": ["--n", str(args.n)], "relay_ack.py": ["--n", str(args.n)]}
+               "hook_http_vs_shell.py": http, "relay_ack.py": ["--n", str(args.n)]}
     scripts = {k: v for k, v in scripts.items() if not args.only or k in args.only}
     with tempfile.TemporaryDirectory() as tmp:
         before, after = Path(tmp) / "before", (Path(tmp) / "after" if args.after else ROOT)
