@@ -24,7 +24,7 @@ from collector_e2e import (
 from fake_llm import FakeLLMServer
 from harness import AgentHome, make_env
 from npm_agents import agent_bin
-from support import read_output
+from support import assert_no_duplicates, assert_schema_valid, entry_tokens, read_output, truth_from_lines
 
 pytestmark = pytest.mark.e2e
 AGENT = "opencode"
@@ -109,3 +109,29 @@ def test_a_session_deleted_with_opencodes_cli_is_closed(
     # the deletion ends the session again without a status change back to anything else
     assert last["session.status"] == "closed"
     assert last["agent.hook_event_name"] in ("plugin.dispose", "session.deleted")
+
+
+def test_subagent_is_linked_to_the_task_call(
+    e2e_agents_bin: Path, agent_home: AgentHome, fake_llm: FakeLLMServer
+) -> None:
+    """The model calls `task`; OpenCode runs the sub-agent as a child session, which runs `echo from-helper`.
+    The child's work is the sub-agent's, in the parent session and turn, linked to the task call (hooks
+    first, then the database saying the same); the child's own start, status and end stay in its session."""
+    entries = run(agent_home, fake_llm, "subagent")
+    assert_schema_valid(entries)
+    assert_no_duplicates(entries)
+    (prompt,) = [e for e in entries if e["event.name"] == "user.prompt"]
+    (task,) = [e for e in entries if e["event.name"] == "tool.call" and e["gen_ai.tool.name"] == "task"]
+    inside = [e for e in entries if e.get("gen_ai.agent.scope") == "subagent" and e["event.name"] != "session.start"]
+    assert {"subagent.start", "subagent.end", "llm.response", "tool.call", "tool.result"} <= {
+        e["event.name"] for e in inside}
+    (child,) = {e["gen_ai.agent.id"] for e in inside}
+    call_id = task["gen_ai.tool.call.id"]
+    links = {(e["gen_ai.session.id"], e["gen_ai.turn.id"], e["gen_ai.subagent.parent_tool_call.id"]) for e in inside}
+    assert links == {(prompt["gen_ai.session.id"], prompt["gen_ai.turn.id"], call_id)}
+    (result,) = [e for e in entries if e["event.name"] == "tool.result" and e["gen_ai.tool.call.id"] == call_id]
+    assert result["gen_ai.subagent.id"] == child and result["tool.result.status"] == "success"
+    own = {e["event.name"] for e in entries if e.get("gen_ai.session.id") == child}
+    assert own == {"session.start", "session.status", "session.end"}
+    served, seen = truth_from_lines(fake_llm.responses), entry_tokens(entries)
+    assert not seen - served and sum((served - seen).values()) == title_calls(fake_llm) == 1
