@@ -133,10 +133,9 @@ def test_missing_then_replaced_database(tmp_path: Path) -> None:
     writer.execute("INSERT INTO item VALUES ('r1', 5, 'x')")
     writer.close()
     assert rows(read(source)) == [("r1", 5)]
+    os.link(db, tmp_path / "keep.db")  # the old inode stays in use, so the new file cannot get its number
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
-    keep = tmp_path / "keep.db"  # hold the old inode number so the new file cannot reuse it
-    keep.write_text("x")
     writer = make_db(db)
     writer.execute("INSERT INTO item VALUES ('r1', 1, 'x')")  # older watermark than we had
     writer.close()
