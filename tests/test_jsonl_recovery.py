@@ -87,3 +87,23 @@ def test_orphans_never_offered_again_are_let_go(tmp_path: Path, monkeypatch: Any
     run2.export(more)
     store.commit(run2, more)
     assert "scan" not in store.mark, "bounded: the read-back does not grow for ever"
+
+
+def test_the_read_back_does_not_grow_across_restarts(tmp_path: Path, monkeypatch: Any) -> None:
+    """An orphan never offered again, and a daemon restarted again and again: the scan point is let go once
+    it lies more than SCAN_LIMIT bytes back, so start-up never reads more than that."""
+    import collector.exporters.jsonl as jsonl
+
+    monkeypatch.setattr(jsonl, "SCAN_LIMIT", 2000)
+    out = tmp_path / "out"
+    store = Store()
+    JsonlExporter(out, store.mark, store.seen).export(_batch("x", 2))  # an orphan, never offered again
+    for run in range(20):  # each run writes and commits a little, then is killed
+        exporter = JsonlExporter(out, store.mark, store.seen)
+        batch = _batch(f"r{run:02d}", 3)
+        exporter.export(batch)
+        store.commit(exporter, batch)
+        if "scan" not in store.mark:
+            break
+    assert "scan" not in store.mark, "let go"
+    assert 2000 < store.mark["size"] < 2000 + 1000

@@ -10,7 +10,8 @@ Those read-back ids are *orphans* until their batch is offered again and committ
 batch may commit first and move the mark past them, and a second ``kill -9`` then would forget them
 (the replayed batch was written twice). So while an orphan (read back, not yet in the checkpoint store's
 delivered ids, not yet offered again) remains, the mark keeps the place where reading back must start
-(``scan``). Orphans that are never offered again (more than :data:`RECENT_IDS` entries later) are let go.
+(``scan``). Orphans that are never offered again are let go: :data:`RECENT_IDS` entries later in one
+run, or once the scan would start more than :data:`SCAN_LIMIT` bytes back (restarts do not grow it).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ log = logging.getLogger(__name__)
 
 PREFIX = "activity-"
 RECENT_IDS = 100_000
+SCAN_LIMIT = 64 * 1024 * 1024  # bytes of output read back at most, whatever the restarts
 
 
 class JsonlExporter:
@@ -151,15 +153,17 @@ class JsonlExporter:
 
     def mark(self) -> dict[str, Any]:
         """Where the output stands now; stored with the checkpoint that covers it."""
-        if self._orphans and self._since_recovery > RECENT_IDS:
+        here: dict[str, Any] = {}
+        if self._fd is not None and self._day is not None:
+            here = {"file": f"{PREFIX}{self._day}.jsonl", "size": os.fstat(self._fd).st_size}
+        too_far = bool(here and self._scan is not None and self._scan.get("file") in (None, here["file"])
+                       and here["size"] - int(self._scan.get("size", 0)) > SCAN_LIMIT)
+        if self._orphans and (self._since_recovery > RECENT_IDS or too_far):
             log.warning("%d entries read back from the output were never offered again; letting them go",
                         len(self._orphans))
             self._orphans.clear()
         if not self._orphans:
             self._scan = None
-        if self._fd is None or self._day is None:
-            return {"scan": self._scan} if self._scan is not None else {}
-        here = {"file": f"{PREFIX}{self._day}.jsonl", "size": os.fstat(self._fd).st_size}
         return {**here, "scan": self._scan} if self._scan is not None else here
 
     def _remember(self, eid: str) -> None:
