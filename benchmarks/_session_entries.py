@@ -19,8 +19,9 @@ def fixture_cases() -> list[Path]:
     return sorted(p.parent for agent in AGENTS for p in (FIXTURES / agent).glob("*/expected.json"))
 
 
-def session_entries() -> list[dict[str, Any]]:
-    """Every entry of every fixture case, content kept, secrets not masked (the masker's input)."""
+def session_entries(env: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """Every entry of every fixture case, content kept, secrets not masked (the masker's input); ``env``
+    replaces those settings (``{}``: the default configuration, content capture off)."""
     sys.path.insert(0, str(ROOT))
     import logging
 
@@ -30,7 +31,8 @@ def session_entries() -> list[dict[str, Any]]:
 
     logging.getLogger("collector").setLevel(logging.ERROR)  # the fixtures' own warnings are not the figure
     entries: list[dict[str, Any]] = []
-    env = {"AGENT_COLLECTOR_CONTENT__CAPTURE": "true", "AGENT_COLLECTOR_MASKING__ENABLED": "false"}
+    if env is None:
+        env = {"AGENT_COLLECTOR_CONTENT__CAPTURE": "true", "AGENT_COLLECTOR_MASKING__ENABLED": "false"}
     for case in fixture_cases():
         with tempfile.TemporaryDirectory() as tmp:
             home = Path(tmp) / "home"

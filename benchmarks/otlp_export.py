@@ -1,17 +1,22 @@
-"""OTLP export throughput and CPU cost, with logs, traces and metrics all on.
+"""OTLP export cost with logs, traces and metrics all on, on real entries, and its share of a backfill.
 
-Feeds N synthetic Claude-Code-shaped entries (turns of prompt, model calls with tokens, tool calls and a
-ready_for_review status) through ``build_otlp_exporters`` (durable queues, real SDK exporters, real
-OTLP/HTTP protobuf) to a receiver running in a separate process (so its CPU is not counted), waits
-until every queue is empty and every turn has been sent, and prints entries/s and CPU seconds per
-10,000 entries (process CPU: the caller and the delivery threads).
+1. Export: the entries the real pipeline makes of every agent's fixture session (tests/fixtures, the
+   default configuration: content capture off), copied with fresh ids until there are N, go through
+   ``build_otlp_exporters`` (the backend's durable queue, the three signals' delivery threads, the
+   hand-written protobuf encoder, OTLP/HTTP) to a receiver in another process (its CPU is not counted).
+   Printed: entries per CPU second (one core's worth), CPU seconds per 10,000 entries (the process: the
+   caller and the delivery threads), and the wall-clock rate on this machine.
+2. Backfill share: ``collect --once`` over a generated corpus of Claude Code transcripts (``--mb``),
+   once without OTLP and once with all three signals to the receiver (``collect --once`` waits until its
+   turns are delivered); printed: the CPU of each run (the collect process alone) and what OTLP adds.
 
-    .venv/bin/python benchmarks/otlp_export.py --n 20000
+    .venv/bin/python benchmarks/otlp_export.py --n 20000 --mb 20
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -22,12 +27,16 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-BASE = 1_800_000_000_000_000_000
+_IDS = ("event.id", "gen_ai.session.id", "gen_ai.tool.call.id", "gen_ai.response.id", "gen_ai.request.id",
+        "gen_ai.subagent.parent_tool_call.id", "gen_ai.turn.id")
 
 
 def serve(port: int) -> None:
     class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
         def do_POST(self) -> None:  # noqa: N802
             self.rfile.read(int(self.headers.get("Content-Length") or 0))
             self.send_response(200)
@@ -42,139 +51,111 @@ def serve(port: int) -> None:
     server.serve_forever()
 
 
-def make_entries(n: int) -> list[dict[str, Any]]:
-    common = {
-        "gen_ai.agent.type": "claude-code",
-        "user.id": "bench",
-        "host.name": "bench",
-        "source.kind": "transcript",
-        "schema.version": "1.0",
-        "workspace.path": "/home/bench/project",
-    }
+def real_entries(n: int) -> list[dict[str, Any]]:
+    """The fixture sessions' entries, copied (ids suffixed, so every copy is its own sessions) up to ``n``."""
+    from _session_entries import session_entries
+
+    base = session_entries({})
     out: list[dict[str, Any]] = []
-    i = 0
+    copy = 0
     while len(out) < n:
-        turn = i
-        session = f"session-{turn // 20}"
-        t = BASE + turn * 60_000_000_000
-        tid = f"turn-{turn}"
-        base = {**common, "gen_ai.session.id": session, "gen_ai.turn.id": tid}
-        rows: list[dict[str, Any]] = [
-            {
-                "event.name": "user.prompt",
-                "gen_ai.input.messages.length": 120,
-                "gen_ai.input.messages.hmac": "a" * 64,
-            }
-        ]
-        for call in range(3):
-            llm = {
-                "gen_ai.provider.name": "anthropic",
-                "gen_ai.request.model": "claude-sonnet-4-5",
-                "gen_ai.request.id": f"{tid}-req-{call}",
-            }
-            rows.append({"event.name": "llm.request", **llm})
-            rows.append(
-                {
-                    "event.name": "llm.response",
-                    **llm,
-                    "gen_ai.response.id": f"{tid}-msg-{call}",
-                    "gen_ai.response.model": "claude-sonnet-4-5",
-                    "gen_ai.response.finish_reasons": ["tool_use"],
-                    "gen_ai.usage.input_tokens": 22000 + call,
-                    "gen_ai.usage.output_tokens": 50,
-                    "gen_ai.usage.cache_read.input_tokens": 7000,
-                    "gen_ai.usage.cache_creation.input_tokens": 2000,
-                    "duration_ms": 900,
-                    "gen_ai.output.messages.length": 300,
-                    "gen_ai.output.messages.hmac": "b" * 64,
-                }
-            )
-            tool = {"gen_ai.tool.name": "Bash", "gen_ai.tool.call.id": f"{tid}-tool-{call}"}
-            rows.append({"event.name": "tool.call", **tool, "gen_ai.tool.call.arguments.length": 40})
-            rows.append(
-                {
-                    "event.name": "tool.result",
-                    **tool,
-                    "tool.result.status": "success",
-                    "duration_ms": 20,
-                    "gen_ai.tool.call.result.length": 88,
-                }
-            )
-        rows.append({"event.name": "session.status", "session.status": "ready_for_review"})
-        for k, row in enumerate(rows):
-            out.append(
-                {
-                    **base,
-                    **row,
-                    "event.id": f"{turn:016x}{k:016x}",
-                    "time_unix_nano": t + k * 1_000_000_000,
-                    "observed_time_unix_nano": t + k * 1_000_000_000,
-                }
-            )
-        i += 1
-    return out  # whole turns: n rounded up
+        for entry in base:
+            fresh = dict(entry)
+            for key in _IDS:
+                if isinstance(fresh.get(key), str):
+                    fresh[key] = f"{fresh[key]}-{copy}"
+            out.append(fresh)
+        copy += 1
+    return out[:n]
+
+
+def export_run(entries: list[dict[str, Any]], port: int, batch: int) -> dict[str, float]:
+    from collector.exporters.otlp import build_otlp_exporters
+    from collector.exporters.queue import QueuedExporter, QueueOptions
+    from collector.paths import Paths
+
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = Paths(home=Path(tmp), config_dir=Path(tmp) / "config", data_dir=Path(tmp) / "data")
+        config = {"endpoint": f"http://127.0.0.1:{port}", "turn_grace": 0, "turn_idle_timeout": 0}
+        exporters = [e for e in build_otlp_exporters(config, {}, paths, QueueOptions(tick_interval=0.05))
+                     if isinstance(e, QueuedExporter)]
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        for start in range(0, len(entries), batch):
+            part = entries[start : start + batch]
+            for exporter in exporters:  # as the delivery chain does: the same batch to each
+                exporter.export(part)
+        while any(e.pending for e in exporters) or any(
+            e.stats()["inner"].get("open_turns") or e.stats()["inner"].get("outbox_spans") for e in exporters
+        ):
+            time.sleep(0.005)
+        wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+        stats = {e.name: e.stats()["inner"] for e in exporters}
+        for exporter in exporters:
+            exporter.shutdown()
+    return {"wall": wall, "cpu": cpu, "spans": stats["otlp-default-traces"]["sent_spans"],
+            "logs": stats["otlp-default-logs"]["sent"]}
+
+
+def collect_cpu(home: Path, tmp: Path, otlp_port: int | None) -> float:
+    """CPU seconds (user + system) of one ``collect --once`` process over ``home``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGENT_COLLECTOR_"))}
+    env |= {"AGENT_COLLECTOR_DATA_DIR": str(tmp / "data"), "AGENT_COLLECTOR_CONFIG_DIR": str(tmp / "cfg")}
+    if otlp_port is not None:
+        env["OTEL_EXPORTER_OTLP_ENDPOINT"] = f"http://127.0.0.1:{otlp_port}"
+    cmd = [sys.executable, "-m", "collector", "collect", "--once", "--home", str(home), "--output", str(tmp / "out")]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"collect --once failed with {proc.returncode}")
+    return usage.ru_utime + usage.ru_stime
+
+
+def backfill_share(mb: int, port: int) -> tuple[float, float, int]:
+    from _claude_corpus import generate
+
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp) / "home"
+        generate(home / ".claude" / "projects", mb * 1024 * 1024)
+        without = collect_cpu(home, Path(tmp) / "a", None)
+        with_otlp = collect_cpu(home, Path(tmp) / "b", port)
+        lines = sum(p.read_bytes().count(b"\n") for p in (Path(tmp) / "b" / "out").glob("*.jsonl"))
+    return without, with_otlp, lines
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=20_000, help="entries to export")
-    parser.add_argument(
-        "--batch", type=int, default=500, help="entries per export() call (the pipeline's batch)"
-    )
+    parser.add_argument("--batch", type=int, default=500, help="entries per export() call (the pipeline's batch)")
+    parser.add_argument("--mb", type=int, default=20, help="size of the backfill corpus (0: skip that part)")
     parser.add_argument("--serve", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve is not None:
         serve(args.serve)
         return 0
+    import logging
 
-    from collector.exporters.otlp import build_otlp_exporters
-    from collector.exporters.queue import QueuedExporter, QueueOptions
-    from collector.paths import Paths
-
+    logging.getLogger("collector").setLevel(logging.ERROR)
     receiver = subprocess.Popen([sys.executable, __file__, "--serve", "0"], stdout=subprocess.PIPE, text=True)
     try:
         assert receiver.stdout is not None
         port = int(receiver.stdout.readline())
-        entries = make_entries(args.n)
-        with tempfile.TemporaryDirectory() as tmp:
-            paths = Paths(home=Path(tmp), config_dir=Path(tmp) / "config", data_dir=Path(tmp) / "data")
-            config = {"endpoint": f"http://127.0.0.1:{port}", "turn_grace": 0}
-            options = QueueOptions(tick_interval=0.05)
-            exporters = [
-                e for e in build_otlp_exporters(config, {}, paths, options) if isinstance(e, QueuedExporter)
-            ]
-            cpu0, wall0 = time.process_time(), time.perf_counter()
-            enqueue = 0.0
-            for start in range(0, len(entries), args.batch):
-                batch = entries[start : start + args.batch]
-                t0 = time.perf_counter()
-                for exporter in exporters:
-                    exporter.export(batch)
-                enqueue += time.perf_counter() - t0
-            while any(e.pending for e in exporters) or any(
-                e.stats()["inner"].get("open_turns") or e.stats()["inner"].get("outbox_spans")
-                for e in exporters
-            ):
-                time.sleep(0.01)
-            wall = time.perf_counter() - wall0
-            cpu = time.process_time() - cpu0
-            stats = {e.name: e.stats() for e in exporters}
-            for exporter in exporters:
-                exporter.shutdown()
+        entries = real_entries(args.n)
+        run = export_run(entries, port, args.batch)
+        n = len(entries)
+        print(f"entries: {n} real fixture entries of 5 agents (batches of {args.batch}), logs + traces + metrics")
+        print(f"per core: {n / run['cpu']:,.0f} entries per CPU second")
+        print(f"cpu: {run['cpu'] / n * 10_000:.2f} CPU s per 10,000 entries ({run['cpu']:.2f} s total)")
+        print(f"wall: {n / run['wall']:,.0f} entries/s end to end on this machine ({run['wall']:.2f} s)")
+        print(f"sent: {run['logs']:.0f} log records, {run['spans']:.0f} spans")
+        if args.mb:
+            without, with_otlp, lines = backfill_share(args.mb, port)
+            print(f"backfill of {args.mb} MB of Claude Code transcripts ({lines} entries), collect --once CPU: "
+                  f"{without:.2f} s without OTLP, {with_otlp:.2f} s with it: OTLP adds "
+                  f"{(with_otlp - without) / without * 100:.0f} %")
     finally:
         receiver.terminate()
         receiver.wait(timeout=10)
-    traces = stats["otlp-default-traces"]["inner"]
-    print(f"entries: {len(entries)} (batches of {args.batch}), signals: logs + traces + metrics")
-    print(f"throughput: {len(entries) / wall:,.0f} entries/s end to end ({wall:.2f} s wall)")
-    print(f"cpu: {cpu / len(entries) * 10_000:.2f} CPU s per 10,000 entries ({cpu:.2f} s total)")
-    print(
-        f"enqueue (what the pipeline waits for): {enqueue / len(entries) * 1e6:.1f} us per entry, 3 queues"
-    )
-    print(
-        f"spans sent: {traces['sent_spans']}, traces: {traces['sent_traces']}, "
-        f"log records: {stats['otlp-default-logs']['inner']['sent']}"
-    )
     return 0
 
 

@@ -3,10 +3,12 @@ encoded straight to OTLP protobuf ``Span`` messages (the same bytes as the SDK's
 ``tests/test_otlp_wire.py``) and sent in one request.
 
 Durability: the open turns and the spans built but not yet sent (the *outbox*) are saved in the checkpoint
-store (``collector.state.checkpoints``, key ``exporter.<name>``) before ``export`` returns, so a restart continues
-half-built traces. ``export`` first retries the outbox and raises :class:`ExportError` if that still
-fails, which makes the durable queue in front keep the batch and back off; the outbox is therefore never
-bigger than what one batch and one tick produce. Deterministic ids make any resend harmless.
+store (``collector.state.checkpoints``, key ``exporter.<name>``) in :meth:`checkpoint`, which the durable
+queue calls just before it writes its position (by time or count, not per batch), so a restart continues
+half-built traces from there and the queue delivers again what came after. ``export`` first retries the
+outbox and raises :class:`ExportError` if that still fails, which makes the durable queue in front keep
+the batch and back off; the outbox is therefore never bigger than what one batch and one tick produce.
+Deterministic ids make any resend harmless.
 """
 
 from __future__ import annotations
@@ -114,7 +116,13 @@ class OtlpTracesExporter:
             self._send_outbox()
         except Exception as exc:  # noqa: BLE001 - kept in the outbox; the next call retries
             log.debug("%s: send deferred: %s", self.name, exc)
-        self._save()  # once, before the queue acknowledges the batch: what was not sent is in the outbox
+        # not saved here: the queue calls checkpoint() before it writes its position, by time or count
+
+    def checkpoint(self) -> None:
+        """Save the open turns and the outbox (the queue does, just before it writes its position: what
+        comes after that position is delivered again after a crash and rebuilds the rest)."""
+        with self._lock:
+            self._save()
 
     def tick(self, now_ns: int) -> None:
         """Release idle or ended turns; retry the outbox (raises ExportError when the backend is down).

@@ -158,7 +158,16 @@ class KeyValues:
             if len(self._keys) >= self.max_keys:
                 self._keys.clear()
             prefix = self._keys[key] = ld(1, utf8(key))
-        return ld(self.number, prefix + ld(2, any_value(value)))
+        if value.__class__ is str:  # the common case written out: AnyValue{1: string} in KeyValue{2: ...}
+            raw = utf8(value)
+            n = len(raw)
+            body = (_SMALL[n] if n < 0x80 else varint(n)) + raw
+            n = len(body) + 1
+            kv = prefix + b"\x12" + (_SMALL[n] if n < 0x80 else varint(n)) + b"\x0a" + body
+        else:
+            kv = prefix + ld(2, any_value(value))
+        n = len(kv)
+        return _LD_TAGS[self.number] + (_SMALL[n] if n < 0x80 else varint(n)) + kv
 
     def fields(self, attributes: Mapping[str, Any], skip: frozenset[str] = frozenset()) -> bytes:
         memo = self._memo

@@ -16,6 +16,8 @@ its own pace with its own position, backoff and delivery thread, so a slow signa
 When the log holds more than ``cap_bytes``, whole segments are dropped from the oldest end; the entries
 that were still undelivered in them are counted (``dropped``) and logged.
 
+If ``inner`` has a ``checkpoint()`` method, it is called before every write of the queue's position (by
+time or count, see ``queue_log``): ``inner`` saves there what it holds of the entries up to that position.
 If ``inner`` has a ``tick(now_ns)`` method the delivery thread calls it about once a second when it has
 nothing else to do (the trace exporter closes idle turns there); an ``ExportError`` from ``tick`` is retried
 with the same backoff.
@@ -134,6 +136,8 @@ class QueuedExporter:
         self.options = options or QueueOptions()
         self._log = log if log is not None else new_log(Path(dir), cap_bytes, [consumer], self.options)
         self._cursor = self._log.cursors[consumer]
+        checkpoint = getattr(inner, "checkpoint", None)
+        self._cursor.before_save = checkpoint if callable(checkpoint) else None
         self._consumer = consumer
         self._legacy = new_log(legacy, 1 << 62, [""], self.options) if legacy is not None else None
         self._lock = self._log.lock
@@ -352,9 +356,22 @@ class QueuedExporter:
             source, cursor = self._source()
             if cursor.pending <= 0:
                 return None
+            start = (cursor.head.segment, cursor.head.offset)
+            shared = source.parsed.get(start)  # a sibling read and parsed this stretch already
+            if shared is not None:
+                end, count, entries = shared
+                return _Batch(entries, start[0], end, count, source, cursor)
             lines, segment, end = source.read_batch(cursor, self.options.max_batch, self.options.max_batch_bytes)
             if not lines and end == cursor.head.offset:
                 return None
+            start = (segment, cursor.head.offset)
+        entries = self._parse(lines)
+        with self._lock:
+            source.keep_parsed(start, (end, len(lines), entries))
+        return _Batch(entries, segment, end, len(lines), source, cursor)
+
+    def _parse(self, lines: list[bytes]) -> list[Entry]:
+        """The entries of the lines (shared with the log's other consumers: none of them changes one)."""
         entries: list[Entry] = []
         for line in lines:
             try:
@@ -367,7 +384,7 @@ class QueuedExporter:
                 with self._lock:
                     self._counters.corrupt += 1
                 _log.error("queue %s: skipping a corrupt line (%d bytes)", self.name, len(line))
-        return _Batch(entries, segment, end, len(lines), source, cursor)
+        return entries
 
     def _is_stale(self, batch: _Batch) -> bool:
         with self._lock:

@@ -9,7 +9,9 @@ unnamed consumer). A segment is deleted once every cursor has passed it. Not thr
 Appends are whole lines, one ``write`` and one ``fsync`` per batch for all consumers together. Cursor
 positions move in memory as batches are delivered and reach the disk by time or count
 (``ack_interval_s``, ``ack_every``), when the consumer goes idle, and at shutdown: a ``kill -9`` resends at
-most that much (at-least-once; entries keep their deterministic ids).
+most that much (at-least-once; entries keep their deterministic ids). A consumer with state of its own
+(the trace exporter's open turns) saves it in ``before_save``, just before its position: what is after
+the saved position is delivered again after a crash and rebuilds that state.
 
 When the log holds more than ``cap_bytes``, whole segments are dropped from the oldest end; the entries
 a cursor had not delivered in them are counted as its ``dropped``.
@@ -22,6 +24,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,8 +67,15 @@ class Cursor:
     pending: int = 0
     unsaved: int = 0  # batches acknowledged in memory, not yet in the ack file
     saved_at: float = 0.0
+    before_save: Callable[[], None] | None = None  # the consumer's own state first (the trace exporter's)
 
     def save(self) -> None:
+        if self.before_save is not None:
+            try:
+                self.before_save()
+            except Exception as exc:  # noqa: BLE001 - then the position stays where the state is
+                log.warning("queue %s: %s not saved, position kept: %r", self.path.parent, self.name, exc)
+                return
         body = {"segment": self.head.segment, "offset": self.head.offset, "dropped": self.dropped_total,
                 "delivered": self.delivered_total}
         try:
@@ -104,6 +114,7 @@ class SegmentLog:
         self._last_count = 0
         self._claimed: set[str] = set()
         self._open = set(consumers)
+        self.parsed: dict[tuple[int, int], tuple[int, int, list[Any]]] = {}  # (segment, offset) -> batch
 
     # -- start-up -----------------------------------------------------------------------------------------
     def _load_cursor(self, name: str) -> Cursor:
@@ -166,6 +177,8 @@ class SegmentLog:
 
     def _unlink(self, number: int) -> None:
         self.segments.pop(number, None)
+        for start in [k for k in self.parsed if k[0] == number]:
+            del self.parsed[start]
         with contextlib.suppress(FileNotFoundError):
             self._path(number).unlink()
 
@@ -253,6 +266,15 @@ class SegmentLog:
                 lines.append(line[:-1])
                 consumed = len(line)
         return lines, number, offset + consumed
+
+    def keep_parsed(self, start: tuple[int, int], batch: tuple[int, int, list[Any]]) -> None:
+        """A batch one consumer parsed, for the others that reach the same position: (end offset, lines,
+        entries). Only the last few are kept, and only while another consumer may still read them."""
+        if len(self.cursors) < 2:
+            return
+        if len(self.parsed) >= 2 * len(self.cursors):
+            del self.parsed[next(iter(self.parsed))]
+        self.parsed[start] = batch
 
     def _skip_finished(self, cursor: Cursor) -> None:
         while cursor.head.segment < self.tail and cursor.head.offset >= self.segments.get(cursor.head.segment, 0):
