@@ -604,6 +604,62 @@ def run_agent_interrupted(
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
+def run_cline_resumed(
+    home: Path,
+    workdir: Path,
+    server: ServerLike,
+    session_id: str,
+    prompt: str,
+    done: Callable[[], bool],
+    timeout: float = 120,
+) -> subprocess.CompletedProcess[str]:
+    """One more turn of a Cline session, as a user takes it up again: ``cline --id <session>`` opens its
+    terminal UI (it refuses to resume without a TTY, and ``--json`` refuses ``--id``), so it runs on a
+    pseudo-terminal; the prompt is typed once the input box shows, and when ``done()`` says the turn ended
+    two Ctrl-C leave the UI. Whatever is still running then is ended, the hub with it."""
+    cmd = [str(agent_bin("cline")), "--auto-approve", "true", "--id", session_id]
+    env = {**make_env("cline", home, workdir, server), "TERM": "xterm-256color"}
+    env.pop("NO_COLOR", None)
+    leader, follower = os.openpty()
+    proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdin=follower, stdout=follower, stderr=follower,
+                            start_new_session=True)
+    os.close(follower)
+    screen = bytearray()
+    deadline = time.monotonic() + timeout
+    try:
+        _read_until(leader, screen, lambda: b"Ask anything" in screen, deadline)
+        for char in prompt:
+            os.write(leader, char.encode())
+            time.sleep(0.01)
+        time.sleep(0.3)
+        os.write(leader, b"\r")
+        _read_until(leader, screen, done, deadline)
+        for _ in range(2):
+            os.write(leader, b"\x03")
+            _read_until(leader, screen, lambda: proc.poll() is not None, time.monotonic() + 2)
+    finally:
+        end_lingering("cline", home)
+        _reap_group(proc.pid, 2.0)
+        proc.wait(timeout=10)
+        os.close(leader)
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.decode("utf-8", "replace"))
+    return subprocess.CompletedProcess(cmd, proc.returncode, text, "")
+
+
+def _read_until(fd: int, screen: bytearray, condition: Callable[[], bool], deadline: float) -> None:
+    import select
+
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AgentTimeout(f"the terminal UI did not get there in time; it showed: {bytes(screen[-3000:])!r}")
+        ready, _, _ = select.select([fd], [], [], 0.1)
+        if ready:
+            try:
+                screen += os.read(fd, 65536)
+            except OSError:  # the UI closed the terminal
+                return
+
+
 def lingering_pids(agent: str, home: Path) -> list[int]:
     """Processes the agent left running for this HOME (Cline's hub): found by their HOME and argument."""
     marker = LINGERING.get(agent)

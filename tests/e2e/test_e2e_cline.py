@@ -2,7 +2,8 @@
 fake Chat Completions server, with the collector installed by `agent-collector install` (one hook executable
 per event in ~/.cline/hooks, the hooks_dir integration) into a throwaway HOME: tool then answer, a failing
 command, a file write and a sub-agent, every acceptance fact checked. Cline resumes a session only in its
-interactive terminal UI (`cline --id <session>` needs a TTY), so there is no resume scenario.
+interactive terminal UI (`cline --id <session>` needs a TTY): the resume test types its second prompt into
+that UI on a pseudo-terminal.
 
 The hooks give tool calls and results with Cline's tool call ids, and the live status; the messages files
 (rewritten whole after every message, read element by element) give the same tool entries again (dropped as
@@ -23,13 +24,24 @@ from collector_e2e import (
     check_session,
     collector,
     data_dir,
+    free_port,
     result_statuses,
     run_collected,
+    starts_of,
     statuses_of,
     tool_names,
 )
 from fake_llm import FakeLLMServer
-from harness import AgentHome, Scenario, Turn, lingering_pids, session_files
+from harness import (
+    AgentHome,
+    Scenario,
+    Turn,
+    lingering_pids,
+    run_agent,
+    run_cline_resumed,
+    session_files,
+    write_agent_config,
+)
 from support import read_output
 
 pytestmark = pytest.mark.e2e
@@ -165,3 +177,37 @@ def test_install_is_idempotent_and_uninstall_byte_identical(
 
 def _ours(content: bytes) -> bool:
     return b"agent-collector:managed" in content
+
+
+def test_two_turns_resumed_in_the_terminal_ui(e2e_agents_bin: Path, agent_home: AgentHome,
+                                             fake_llm: FakeLLMServer) -> None:
+    """Turn 1 headless (`cline --json`), turn 2 in a new process that takes the session up again
+    (`cline --id <session>`, typed into its terminal UI): one session, two turns, TaskResume a second start."""
+    home, work = agent_home.home, agent_home.workdir
+    port = free_port()
+    write_agent_config(AGENT, home, work, fake_llm)
+    collector(home, "install", "--agent", AGENT, port=port)
+    first = run_agent(AGENT, home, work, fake_llm, f"Please write {work}/notes.md with a short note.")
+    assert first.returncode == 0, first.stderr[-3000:]
+    (messages,) = [p for p in session_files(AGENT, home, work) if p.name.endswith(".messages.json")]
+    spool = data_dir(agent_home) / "spool" / AGENT
+
+    def completions() -> int:
+        return sum(line.count('"event":"TaskComplete"') for f in spool.glob("*.jsonl") for line in [f.read_text()])
+
+    before = completions()
+    second = run_cline_resumed(home, work, fake_llm, messages.parent.name, "Now run `ls -la` and summarise.",
+                               done=lambda: completions() > before)
+    assert "ls -la" in second.stdout
+    assert lingering_pids(AGENT, home) == [] and not _processes_under(home)
+    collector(home, "collect", "--once", "-q", port=port)
+    entries = read_output(data_dir(agent_home) / "output")
+    pairs = check_session(entries, fake_llm, turns=2, sources=FILES)
+    assert result_statuses(pairs) == ["success", "success"]
+    assert tool_names(entries) == ["editor", "run_commands"]
+    assert [p.name for p in session_files(AGENT, home, work) if p.name.endswith(".messages.json")] == [messages.name]
+    assert starts_of(entries) == ["resume", "startup"]
+    statuses = statuses_of(entries)
+    assert statuses == ["idle", "running", "ready_for_review"] * 2 + ["closed"]
+    # sessions.db's row is updated in place: a backfill sees its last state (Ctrl-C left the UI)
+    assert [e["session.reason"] for e in entries if e["event.name"] == "session.end"] == ["cancelled"]
