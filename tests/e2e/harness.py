@@ -612,11 +612,12 @@ def run_cline_resumed(
     prompt: str,
     done: Callable[[], bool],
     timeout: float = 120,
+    settle: float = 3.0,
 ) -> subprocess.CompletedProcess[str]:
     """One more turn of a Cline session, as a user takes it up again: ``cline --id <session>`` opens its
     terminal UI (it refuses to resume without a TTY, and ``--json`` refuses ``--id``), so it runs on a
-    pseudo-terminal; the prompt is typed once the input box shows, and when ``done()`` says the turn ended
-    two Ctrl-C leave the UI. Whatever is still running then is ended, the hub with it."""
+    pseudo-terminal; the prompt is typed once the input box shows, and ``settle`` seconds after ``done()``
+    says the turn ended two Ctrl-C leave the UI. Whatever is still running then is ended, the hub with it."""
     cmd = [str(agent_bin("cline")), "--auto-approve", "true", "--id", session_id]
     env = {**make_env("cline", home, workdir, server), "TERM": "xterm-256color"}
     env.pop("NO_COLOR", None)
@@ -634,9 +635,12 @@ def run_cline_resumed(
         time.sleep(0.3)
         os.write(leader, b"\r")
         _read_until(leader, screen, done, deadline)
+        time.sleep(settle)  # Cline finishes the turn's bookkeeping after its last hook
         for _ in range(2):
-            os.write(leader, b"\x03")
-            _read_until(leader, screen, lambda: proc.poll() is not None, time.monotonic() + 2)
+            if proc.poll() is None:
+                os.write(leader, b"\x03")
+            with contextlib.suppress(AgentTimeout):  # what is still running then is ended below
+                _read_until(leader, screen, lambda: proc.poll() is not None, time.monotonic() + 10)
     finally:
         end_lingering("cline", home)
         _reap_group(proc.pid, 2.0)

@@ -199,6 +199,7 @@ def test_two_turns_resumed_in_the_terminal_ui(e2e_agents_bin: Path, agent_home: 
     second = run_cline_resumed(home, work, fake_llm, messages.parent.name, "Now run `ls -la` and summarise.",
                                done=lambda: completions() > before)
     assert "ls -la" in second.stdout
+    assert second.returncode == 0, "Ctrl-C left the UI"
     assert lingering_pids(AGENT, home) == [] and not _processes_under(home)
     collector(home, "collect", "--once", "-q", port=port)
     entries = read_output(data_dir(agent_home) / "output")
@@ -209,5 +210,5 @@ def test_two_turns_resumed_in_the_terminal_ui(e2e_agents_bin: Path, agent_home: 
     assert starts_of(entries) == ["resume", "startup"]
     statuses = statuses_of(entries)
     assert statuses == ["idle", "running", "ready_for_review"] * 2 + ["closed"]
-    # sessions.db's row is updated in place: a backfill sees its last state (Ctrl-C left the UI)
-    assert [e["session.reason"] for e in entries if e["event.name"] == "session.end"] == ["cancelled"]
+    # sessions.db's row is updated in place: a backfill sees its last state only
+    assert [e["session.reason"] for e in entries if e["event.name"] == "session.end"] == ["completed"]
