@@ -323,11 +323,29 @@ def test_deleted_plugin_directory_comes_back_whole(plugin_running: tuple[Path, P
     assert [s.state for s in states] == [State.IN_PLACE]
     hooks.unlink()  # one file of two: not in place, and put back too
     wait_for(lambda: hooks.exists(), timeout=5)
-    manifest.unlink()
-    assert [s.state for s in integration_state(PLUGIN()["claude-code"], paths)
-            if s.kind == "http_plugin_dir"] != [State.IN_PLACE]
+    manifest.unlink()  # (that one file missing reads "not in place": the test below, with no watchdog racing)
     wait_for(lambda: manifest.exists() and manifest.read_bytes() == originals[0], timeout=5)
     wait_for(lambda: dog.stats()["repairs_total"] >= 3, timeout=2)  # counted just after the write
+
+
+@pytest.mark.parametrize("missing", [".claude-plugin/plugin.json", "hooks/hooks.json"])
+def test_one_plugin_file_missing_is_not_in_place(
+    missing: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from collector.deploy.engine import integration_state
+    from collector.deploy.model import State
+
+    clear_env(monkeypatch)
+    home = make_home(tmp_path, ["claude-code"])
+    paths = paths_for(home)
+    install_agent(PLUGIN()["claude-code"], paths)
+
+    def plugin_states() -> list[State]:
+        return [s.state for s in integration_state(PLUGIN()["claude-code"], paths) if s.kind == "http_plugin_dir"]
+
+    assert plugin_states() == [State.IN_PLACE]
+    (home / ".claude" / "skills" / "agent-collector" / missing).unlink()
+    assert plugin_states() != [State.IN_PLACE]
 
 
 def test_uninstall_after_the_plugin_directory_was_deleted_leaves_no_folder(
