@@ -54,10 +54,13 @@ WRITE = Scenario("write_file", (Turn("Please write {workdir}/notes.md with a sho
 SUBAGENT = Scenario("subagent", (Turn("Please use a subagent to run a command and report."),), "spawn_agent")
 
 
-def run(env: AgentHome, server: FakeLLMServer, scenario: str | Scenario) -> list[dict[str, Any]]:
-    entries = run_collected(AGENT, env, server, scenario)  # type: ignore[arg-type]
+def run(env: AgentHome, server: FakeLLMServer, scenario: str | Scenario, daemon: bool = False) -> list[dict[str, Any]]:
+    entries = run_collected(AGENT, env, server, scenario, daemon=daemon)  # type: ignore[arg-type]
     assert lingering_pids(AGENT, env.home) == [], "Cline's hub was ended"
     assert not _processes_under(env.home), "no process started under the test's HOME is left"
+    if daemon:  # the daemon read everything; the counts below are of the last `collect --once` alone
+        assert {e["event.name"] for e in entries} >= {"session.status", "tool.result", "llm.response"}
+        return entries
     status = json.loads((data_dir(env) / "state" / "status.json").read_text())
     sources = status["sources"]
     assert sources["cline:hooks"]["records"] > 0 and sources["cline:messages"]["records"] > 0
@@ -119,8 +122,13 @@ def test_tool_then_answer(e2e_agents_bin: Path, agent_home: AgentHome, fake_llm:
 
 
 def test_failing_command(e2e_agents_bin: Path, agent_home: AgentHome, fake_llm: FakeLLMServer) -> None:
-    entries = run(agent_home, fake_llm, "failing_command")
-    pairs = check_session(entries, fake_llm, turns=1, sources=FILES)
+    """With the daemon running, as a service would be: the hooks reach it while Cline works."""
+    entries = run(agent_home, fake_llm, "failing_command", daemon=True)
+    # live, the session's row may be read before the TaskStart hook lands: its start is the one kept
+    pairs = check_session(entries, fake_llm, turns=1, sources=FILES[1:])
+    hooked = {e["agent.hook_event_name"] for e in entries if e["event.name"] == "session.status"}
+    assert {"TaskStart", "PreToolUse", "TaskComplete"} <= hooked, "the daemon got the hooks"
+    assert statuses_of(entries) == ["idle", "running", "ready_for_review", "closed"]
     assert result_statuses(pairs) == ["error"]
     results = [e for e in entries if e["event.name"] == "tool.result"]
     assert [(r["error.type"], r["process.exit.code"]) for r in results] == [("exit_code", 1)]
