@@ -5,10 +5,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
-
-import orjson
 
 from collector.exporters.base import Exporter
 from collector.exporters.otlp_common import PoisonSink, ResourceCache
@@ -58,7 +55,7 @@ def build_signal_exporter(
         inner = OtlpLogsExporter(name, sender, resources, poison)
     elif signal.signal == "traces":
         state = KeyState(store or _store(paths), f"exporter.{name}")
-        _adopt_legacy_state(queue_dir / LEGACY_STATE_FILE, state)
+        state.adopt(queue_dir / LEGACY_STATE_FILE)  # open turns an older version kept beside its queue
         inner = OtlpTracesExporter(
             name,
             sender,
@@ -119,14 +116,3 @@ def build_otlp_exporters(
 
 def _store(paths: Paths) -> CheckpointStore:
     return CheckpointStore(paths.state_dir / CHECKPOINTS_FILE)
-
-
-def _adopt_legacy_state(path: Path, state: KeyState) -> None:
-    """Open turns an older version kept in ``<queue>/traces-state.json`` move into the checkpoint store."""
-    if not path.exists() or state.load() is not None:
-        return
-    try:
-        state.save(orjson.loads(path.read_bytes()))
-    except (OSError, orjson.JSONDecodeError):
-        return
-    path.unlink()
