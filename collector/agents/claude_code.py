@@ -14,13 +14,14 @@ from collector.agents.common import (
     HookEnvelope,
     HookHandler,
     as_int,
+    chat_response,
     dispatch_hook,
     hook_entry,
     iso_to_ns,
     native_entry,
     no_entry,
     text_message,
-    usage_attributes,
+    usage_excluding_cache,
 )
 from collector.model import AgentActivityEntry, RawRecord
 
@@ -260,24 +261,18 @@ def _llm_response(
     record: RawRecord, data: dict[str, Any], message: dict[str, Any], session: str | None, time_ns: int | None
 ) -> AgentActivityEntry:
     usage = message.get("usage") or {}
-    fresh = as_int(usage.get("input_tokens")) or 0
-    cache_read = as_int(usage.get("cache_read_input_tokens")) or 0
-    cache_creation = as_int(usage.get("cache_creation_input_tokens")) or 0
     details = usage.get("output_tokens_details") or {}
     attrs: dict[str, Any] = {
-        "gen_ai.operation.name": "chat",
-        "gen_ai.request.model": data.get("requestedModel") or message.get("model"),
-        "gen_ai.response.model": message.get("model"),
-        "gen_ai.response.id": message.get("id"),
+        **chat_response(message.get("model"), message.get("id"), message.get("stop_reason"),
+                        data.get("requestedModel")),
         "gen_ai.request.id": data.get("requestRef"),
-        "gen_ai.response.finish_reasons": [message["stop_reason"]] if message.get("stop_reason") else None,
         "gen_ai.output.messages": _output_messages(message),
         **_scope(data),
-        **usage_attributes(
-            fresh + cache_read + cache_creation,
+        **usage_excluding_cache(
+            as_int(usage.get("input_tokens")) or 0,
             as_int(usage.get("output_tokens")),
-            cache_read,
-            cache_creation,
+            as_int(usage.get("cache_read_input_tokens")),
+            as_int(usage.get("cache_creation_input_tokens")),
             as_int(details.get("thinking_tokens")) if isinstance(details, dict) else None,
         ),
     }

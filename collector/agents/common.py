@@ -134,6 +134,26 @@ def usage_attributes(
     return {k: v for k, v in attrs.items() if v is not None}
 
 
+def usage_excluding_cache(fresh: int | None, output: int | None, cache_read: int | None,
+                          cache_write: int | None, reasoning: int | None = None) -> dict[str, Any]:
+    """Token attributes from usage whose input count leaves the cache out (Anthropic's ``input_tokens``,
+    pi's ``input``): the input is the fresh tokens plus the cache reads and writes."""
+    read, write = cache_read or 0, cache_write or 0
+    return usage_attributes(None if fresh is None else fresh + read + write, output, read, write, reasoning)
+
+
+def chat_response(model: Any, response_id: Any, finish_reason: Any, requested_model: Any = None) -> dict[str, Any]:
+    """The attributes every ``llm.response`` of a chat model call has (None where the agent says nothing)."""
+    return {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": requested_model or model,
+        "gen_ai.response.model": model,
+        "gen_ai.response.id": response_id,
+        "gen_ai.response.finish_reasons": [finish_reason] if isinstance(finish_reason, str) and finish_reason
+        else None,
+    }
+
+
 def as_int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 

@@ -28,11 +28,12 @@ from typing import Any
 from collector.agents.common import (
     HookEnvelope,
     as_int,
+    chat_response,
     hook_entry,
     iso_to_ns,
     native_entry,
     text_message,
-    usage_attributes,
+    usage_excluding_cache,
 )
 from collector.model import AgentActivityEntry, RawRecord
 
@@ -125,22 +126,17 @@ def _assistant(record: RawRecord, message: dict[str, Any], session: str | None) 
 
 def _response_attrs(message: dict[str, Any]) -> dict[str, Any]:
     usage = _obj(message.get("usage"))
-    fresh, output = as_int(usage.get("input")), as_int(usage.get("output"))
-    read, write = as_int(usage.get("cacheRead")) or 0, as_int(usage.get("cacheWrite")) or 0
     total = _obj(usage.get("cost")).get("total")
     text = _text([p for p in message.get("content") or [] if isinstance(p, dict) and p.get("type") == "text"])
-    reason = message.get("stopReason")
     response_id = message.get("responseId")
     return {
         "gen_ai.provider.name": message.get("provider"),
-        "gen_ai.operation.name": "chat",
-        "gen_ai.request.model": message.get("model"),
-        "gen_ai.response.model": message.get("model"),
-        "gen_ai.response.id": response_id if isinstance(response_id, str) else None,
-        "gen_ai.response.finish_reasons": [reason] if isinstance(reason, str) else None,
+        **chat_response(message.get("model"), response_id if isinstance(response_id, str) else None,
+                        message.get("stopReason")),
         "gen_ai.output.messages": text_message("assistant", text) if text else None,
         "gen_ai.usage.cost_usd": total if type(total) in (int, float) else None,
-        **usage_attributes(None if fresh is None else fresh + read + write, output, read, write),
+        **usage_excluding_cache(as_int(usage.get("input")), as_int(usage.get("output")),
+                                as_int(usage.get("cacheRead")), as_int(usage.get("cacheWrite"))),
     }
 
 

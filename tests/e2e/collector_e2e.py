@@ -4,6 +4,7 @@ and check the facts every agent must get right."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -27,6 +28,9 @@ from support import (
 )
 
 Entries = list[dict[str, Any]]
+# OpenCode and Kilo Code run a background `npm install` of plugin dependencies against the harness's dead
+# registry port; with npm's default retries every run would wait about 70 s.
+NO_NPM_RETRY = {"npm_config_fetch_retries": "0"}
 
 
 def collector_env(home: Path, port: int | None = None) -> dict[str, str]:
@@ -113,6 +117,58 @@ def check_session(entries: Entries, server: FakeLLMServer, turns: int, unrecorde
     return pairs
 
 
+def collector_status(env: AgentHome) -> dict[str, Any]:
+    """What the last collector run saved as its status (state/status.json)."""
+    return json.loads((data_dir(env) / "state" / "status.json").read_text())  # type: ignore[no-any-return]
+
+
+def check_sources_read(env: AgentHome, *sources: str, duplicates: bool = False) -> dict[str, Any]:
+    """Each named source (``<agent>:<name>``) gave records; with ``duplicates``, the pipeline dropped some
+    (two inputs, e.g. a plugin and the agent's database, told the same facts). Returns the status."""
+    status = collector_status(env)
+    for source in sources:
+        assert status["sources"][source]["records"] > 0, f"{source} read nothing"
+    if duplicates:
+        assert status["pipeline"]["duplicates"] > 0, "the second input's copies of the same facts were dropped"
+    return status
+
+
+def end_reasons(entries: Entries) -> list[Any]:
+    return [e["session.reason"] for e in entries if e["event.name"] == "session.end"]
+
+
+def check_calls(entries: Entries, server: FakeLLMServer, turns: int, results: list[str], tools: list[str],
+                **session: Any) -> dict[str, tuple[int, int, str | None]]:
+    """``check_session`` (``session``: its options), then the tool results' statuses and the tools' names
+    (each in any order). Returns the tool pairs."""
+    pairs = check_session(entries, server, turns, **session)
+    assert result_statuses(pairs) == sorted(results)
+    assert tool_names(entries) == sorted(tools)
+    return pairs
+
+
+def check_resumed(entries: Entries, starts: list[str], ends: list[str]) -> None:
+    """A session that a second process took up again: its starts (``session.source``, any order), its ends
+    (``session.reason``, in order) and its status, closed by the first process and running again after."""
+    assert starts_of(entries) == sorted(starts)
+    assert end_reasons(entries) == ends
+    check_closed_then_resumed(statuses_of(entries))
+
+
+def check_closed_then_resumed(statuses: list[str]) -> None:
+    """The first process closed the session; the process that resumed it ran it again and closed it."""
+    assert statuses[-1] == "closed" and "running" in statuses[statuses.index("closed"):], statuses
+
+
+def check_exit_code_failure(entries: Entries) -> dict[str, Any]:
+    """The one tool result, of a shell command that exited 1: an error with its exit code, its message
+    kept only as a length (content capture is off). Returns it."""
+    results = [e for e in entries if e["event.name"] == "tool.result"]
+    assert [(r["error.type"], r["process.exit.code"]) for r in results] == [("exit_code", 1)], results
+    assert results[0]["error.message.length"] > 0 and "error.message" not in results[0]
+    return results[0]
+
+
 def statuses_of(entries: Entries) -> list[str]:
     ordered = sorted(entries, key=lambda e: e["time_unix_nano"])
     return [e["session.status"] for e in ordered if e["event.name"] == "session.status"]
@@ -134,7 +190,6 @@ def check_report(env: AgentHome, server: FakeLLMServer, unrecorded_calls: int = 
     """`agent-collector report` on what was just collected: per day (UTC), per model and for the one session,
     the calls and tokens are the server's own records of the calls the agent kept (all but
     ``unrecorded_calls``). Returns the session report."""
-    import json
     from collections import Counter
     from datetime import UTC, datetime
 

@@ -6,20 +6,22 @@ so every call but that one must carry the server's exact numbers, and the one mi
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 from collector_e2e import (
+    NO_NPM_RETRY,
+    check_calls,
+    check_exit_code_failure,
     check_report,
-    check_session,
+    check_resumed,
+    check_sources_read,
     collector,
     data_dir,
-    result_statuses,
+    end_reasons,
     run_collected,
-    tool_names,
 )
 from fake_llm import FakeLLMServer
 from harness import AgentHome, make_env
@@ -28,16 +30,12 @@ from support import assert_no_duplicates, assert_schema_valid, entry_tokens, rea
 
 pytestmark = pytest.mark.e2e
 AGENT = "opencode"
-# OpenCode's background `npm install` of plugin dependencies hits the harness's dead registry port; with
-# npm's default retries every run would wait about 70 s.
-NO_NPM_RETRY = {"npm_config_fetch_retries": "0"}
 
 
 def run(env: AgentHome, server: FakeLLMServer, scenario: str) -> list[dict[str, Any]]:
     entries = run_collected(AGENT, env, server, scenario, extra_env=NO_NPM_RETRY)
-    status = json.loads((data_dir(env) / "state" / "status.json").read_text())
     # The plugin's events came first; the database told the same facts again and they were dropped.
-    assert status["sources"]["opencode:db"]["records"] > 0 and status["pipeline"]["duplicates"] > 0
+    check_sources_read(env, "opencode:db", duplicates=True)
     return entries
 
 
@@ -47,43 +45,33 @@ def title_calls(server: FakeLLMServer) -> int:
                if "title generator" in str(((r.get("body") or {}).get("messages") or [{}])[0].get("content")))
 
 
-def check(entries: list[dict[str, Any]], server: FakeLLMServer, turns: int) -> dict[str, Any]:
+def check(entries: list[dict[str, Any]], server: FakeLLMServer, turns: int, results: list[str],
+          tools: list[str]) -> None:
     assert title_calls(server) == 1
-    return check_session(entries, server, turns, unrecorded_calls=1, sources=("hook",))
+    check_calls(entries, server, turns, results, tools, unrecorded_calls=1, sources=("hook",))
 
 
 def test_tool_then_answer(e2e_agents_bin: Path, agent_home: AgentHome, fake_llm: FakeLLMServer) -> None:
     entries = run(agent_home, fake_llm, "tool_then_answer")
-    pairs = check(entries, fake_llm, turns=1)
+    check(entries, fake_llm, 1, ["success"], ["bash"])
     session = check_report(agent_home, fake_llm, unrecorded_calls=1)  # the title call: its usage is stored nowhere
     assert session["rows"][0]["agent_cost_usd"] is not None, "OpenCode's own cost figure is shown next to ours"
-    assert result_statuses(pairs) == ["success"]
-    assert tool_names(entries) == ["bash"]
 
 
 def test_two_turns_resumed_in_a_new_process(
     e2e_agents_bin: Path, agent_home: AgentHome, fake_llm: FakeLLMServer
 ) -> None:
     entries = run(agent_home, fake_llm, "two_turns_resume")
-    pairs = check(entries, fake_llm, turns=2)
-    assert result_statuses(pairs) == ["success", "success"]
-    assert tool_names(entries) == ["bash", "write"]
+    check(entries, fake_llm, 2, ["success", "success"], ["bash", "write"])
     # `opencode run --continue` announces nothing: one start (the session row); each of the two processes
     # ends by disposing the plugin, which ends the session (for now: the second run took it up again)
-    assert [e["event.name"] for e in entries].count("session.start") == 1
-    assert [e["session.reason"] for e in entries if e["event.name"] == "session.end"] == ["exit", "exit"]
-    statuses = [e["session.status"] for e in sorted(entries, key=lambda e: e["time_unix_nano"])
-                if e["event.name"] == "session.status"]
-    assert statuses[-1] == "closed" and "running" in statuses[statuses.index("closed"):]
+    check_resumed(entries, starts=["startup"], ends=["exit", "exit"])
 
 
 def test_failing_command(e2e_agents_bin: Path, agent_home: AgentHome, fake_llm: FakeLLMServer) -> None:
     entries = run(agent_home, fake_llm, "failing_command")
-    pairs = check(entries, fake_llm, turns=1)
-    assert result_statuses(pairs) == ["error"]  # tool.execute.after does not fire for it: the database knows
-    result = next(e for e in entries if e["event.name"] == "tool.result")
-    assert result["error.type"] == "exit_code" and result["process.exit.code"] == 1
-    assert result["error.message.length"] > 0 and "error.message" not in result  # content capture is off
+    check(entries, fake_llm, 1, ["error"], ["bash"])  # tool.execute.after does not fire for it: the db knows
+    check_exit_code_failure(entries)
 
 
 def test_a_session_deleted_with_opencodes_cli_is_closed(
@@ -94,7 +82,7 @@ def test_a_session_deleted_with_opencodes_cli_is_closed(
     disposing the plugin at exit, which already closed the session once (`session.reason: exit`)."""
     entries = run(agent_home, fake_llm, "tool_then_answer")
     (session,) = {e["gen_ai.session.id"] for e in entries if "gen_ai.session.id" in e}
-    assert [e["session.reason"] for e in entries if e["event.name"] == "session.end"] == ["exit"]
+    assert end_reasons(entries) == ["exit"]
     env = make_env(AGENT, agent_home.home, agent_home.workdir, fake_llm, NO_NPM_RETRY)
     deleted = subprocess.run([str(agent_bin(AGENT)), "session", "delete", session], cwd=agent_home.workdir,
                              env=env, capture_output=True, text=True, timeout=180)

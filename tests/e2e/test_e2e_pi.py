@@ -6,22 +6,21 @@ backfill, and `uninstall` leaves pi's own files byte-identical."""
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 from collector_e2e import (
+    check_calls,
+    check_exit_code_failure,
     check_report,
-    check_session,
+    check_resumed,
+    check_sources_read,
     collector,
-    data_dir,
-    result_statuses,
+    end_reasons,
     run_collected,
-    starts_of,
     statuses_of,
-    tool_names,
 )
 from fake_llm import FakeLLMServer
 from harness import AgentHome, session_files, write_agent_config
@@ -40,15 +39,10 @@ def facts(entries: list[dict[str, Any]]) -> set[tuple[str, str]]:
 
 def run(env: AgentHome, server: FakeLLMServer, scenario: str) -> list[dict[str, Any]]:
     entries = run_collected(AGENT, env, server, scenario)
-    status = json.loads((data_dir(env) / "state" / "status.json").read_text())
     # The extension's lines came first (the spool is read first); the session file told the same facts
     # again and they were dropped.
-    assert status["sources"]["pi:sessions"]["records"] > 0 and status["pipeline"]["duplicates"] > 0
+    check_sources_read(env, "pi:sessions", duplicates=True)
     return entries
-
-
-def check(entries: list[dict[str, Any]], server: FakeLLMServer, turns: int) -> dict[str, Any]:
-    return check_session(entries, server, turns, sources=("hook",))
 
 
 def collect_files_alone(env: AgentHome, tmp: Path) -> list[dict[str, Any]]:
@@ -67,13 +61,11 @@ def test_tool_then_answer(e2e_agents_bin: Path, agent_home: AgentHome, fake_llm:
     write_agent_config(AGENT, agent_home.home, agent_home.workdir, fake_llm)
     before = {rel: (agent_home.home / rel).read_bytes() for rel in PI_FILES}
     entries = run(agent_home, fake_llm, "tool_then_answer")
-    pairs = check(entries, fake_llm, turns=1)
+    check_calls(entries, fake_llm, 1, ["success"], ["bash"], sources=("hook",))
     session = check_report(agent_home, fake_llm)
     assert session["rows"][0]["agent_cost_usd"] is not None, "pi's own cost figure is shown next to ours"
-    assert result_statuses(pairs) == ["success"]
-    assert tool_names(entries) == ["bash"]
     assert statuses_of(entries) == ["idle", "running", "ready_for_review", "closed"]
-    assert [e["session.reason"] for e in entries if e["event.name"] == "session.end"] == ["exit"]
+    assert end_reasons(entries) == ["exit"]
     hooked = {e["event.name"] for e in entries if e.get("source.kind") == "hook"}
     assert {"user.prompt", "llm.response", "tool.call", "tool.result", "session.start"} <= hooked
 
@@ -89,20 +81,13 @@ def test_two_turns_resumed_in_a_new_process(
     e2e_agents_bin: Path, agent_home: AgentHome, fake_llm: FakeLLMServer
 ) -> None:
     entries = run(agent_home, fake_llm, "two_turns_resume")
-    pairs = check(entries, fake_llm, turns=2)
-    assert result_statuses(pairs) == ["success", "success"]
-    assert tool_names(entries) == ["bash", "write"]
+    check_calls(entries, fake_llm, 2, ["success", "success"], ["bash", "write"], sources=("hook",))
     assert len(session_files(AGENT, agent_home.home, agent_home.workdir)) == 1, "--continue appends"
-    assert starts_of(entries) == ["resume", "startup"]  # only the extension knows the second process
-    assert [e["session.reason"] for e in entries if e["event.name"] == "session.end"] == ["exit", "exit"]
-    statuses = statuses_of(entries)
-    assert statuses[-1] == "closed" and "running" in statuses[statuses.index("closed"):]
+    # only the extension knows the second process
+    check_resumed(entries, starts=["startup", "resume"], ends=["exit", "exit"])
 
 
 def test_failing_command(e2e_agents_bin: Path, agent_home: AgentHome, fake_llm: FakeLLMServer) -> None:
     entries = run(agent_home, fake_llm, "failing_command")
-    pairs = check(entries, fake_llm, turns=1)
-    assert result_statuses(pairs) == ["error"]
-    results = [e for e in entries if e["event.name"] == "tool.result"]
-    assert [(r["error.type"], r["process.exit.code"]) for r in results] == [("exit_code", 1)]
-    assert results[0]["error.message.length"] > 0 and "error.message" not in results[0]  # capture is off
+    check_calls(entries, fake_llm, 1, ["error"], ["bash"], sources=("hook",))
+    check_exit_code_failure(entries)
