@@ -192,8 +192,10 @@ def test_second_signal_exits_at_once(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGTERM)
         assert stopping.wait(10), "the first SIGTERM was not taken"
         proc.send_signal(signal.SIGTERM)
-        proc.wait(2)
-        assert proc.returncode == 128 + signal.SIGTERM
+        proc.wait(3)
+        # 128+15 from our handler; -15 if it came in the instant the loop's handler was being swapped
+        # for the plain one (asyncio restores the default action in between): either way, at once.
+        assert proc.returncode in (128 + signal.SIGTERM, -signal.SIGTERM)
     finally:
         if proc.poll() is None:
             proc.kill()
