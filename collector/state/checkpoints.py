@@ -71,6 +71,9 @@ class Commit:
     sessions: list[SessionRow] = field(default_factory=list)  # per-session state written (or replaced)
 
 
+CACHE_KIB = 8192  # SQLite's page cache (its default, 2 MiB, made a growing store re-read its pages)
+
+
 class CheckpointStore:
     def __init__(self, path: Path, clock: Callable[[], float] = time.time) -> None:
         private_dir(path.parent)
@@ -81,6 +84,7 @@ class CheckpointStore:
         self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
+        self._db.execute(f"PRAGMA cache_size={-CACHE_KIB}")
         self._db.executescript(_SCHEMA)
 
     def close(self) -> None:

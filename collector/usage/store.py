@@ -25,6 +25,7 @@ from collector.util.private import create_private, private_dir
 
 SCHEMA_VERSION = 1
 FILE_NAME = "usage.sqlite"
+CACHE_KIB = 8192  # SQLite's page cache (its default, 2 MiB, made a growing store re-read its pages)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -172,6 +173,7 @@ def connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
     try:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=FULL")
+        db.execute(f"PRAGMA cache_size={-CACHE_KIB}")
         db.executescript(_SCHEMA)
         db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', ?)", (str(SCHEMA_VERSION),))
         path.chmod(0o600)
