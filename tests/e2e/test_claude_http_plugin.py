@@ -126,6 +126,8 @@ def test_drop_in_plugin_with_a_running_daemon(plugin_home: PluginHome, fake_llm:
         wait_for(lambda: _reachable(port))
         run_claude(env, fake_llm)
         wait_for(lambda: "closed" in statuses(output(paths)))
+        # the tokens come from the transcript, which a later cycle than the SessionEnd hook may read
+        wait_for(lambda: any(row["input_tokens_today"] > 0 for row in get_sessions(port, read_token(paths))))
         sessions = get_sessions(port, read_token(paths))
     finally:
         daemon.send_signal(signal.SIGTERM)
