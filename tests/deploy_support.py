@@ -3,8 +3,13 @@ config files of every agent (tests/fixtures/deploy/<agent>/home), snapshots, def
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import shutil
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -137,3 +142,17 @@ class StateSlots:
 def saved(paths: Paths, key: str) -> Any:
     """What a daemon part saved under ``key``, read as ``agent-collector status`` reads it (None: nothing)."""
     return read_saved(paths.state_dir / CHECKPOINTS_FILE, [key]).get(key)
+
+
+@contextlib.contextmanager
+def watchdog_thread(dog: Any) -> Iterator[None]:
+    """A Watchdog's run() on its own event loop in a thread, as the daemon runs it; stopped on exit."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_until_complete, args=(dog.run(),), daemon=True)
+    thread.start()
+    time.sleep(0.5)  # let it start watching
+    yield
+    loop.call_soon_threadsafe(dog.stop)
+    thread.join(timeout=10)
+    assert not thread.is_alive()
+    loop.close()

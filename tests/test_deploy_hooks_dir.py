@@ -4,18 +4,16 @@ uninstall leaves the folder as it was, the user's own hooks are never touched, a
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
 import subprocess
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from deploy_support import StateSlots, agent_snapshot, clear_env, definitions, paths_for
+from deploy_support import StateSlots, agent_snapshot, clear_env, definitions, paths_for, watchdog_thread
 
 from collector.deploy import Action, State, install_agent, integration_state, uninstall_agent
 from collector.deploy.engine import repair_file
@@ -138,15 +136,8 @@ def watched(env: tuple[Path, Paths]) -> Iterator[tuple[Path, Paths, Watchdog]]:
     install_agent(definitions()[AGENT], paths)
     slots = StateSlots(paths)
     dog = Watchdog(definitions(), paths, slots(STATE_KEY), rescan_s=60, cooldown_s=0.2)
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_until_complete, args=(dog.run(),), daemon=True)
-    thread.start()
-    time.sleep(0.5)  # let it start watching
-    yield home, paths, dog
-    loop.call_soon_threadsafe(dog.stop)
-    thread.join(timeout=10)
-    assert not thread.is_alive()
-    loop.close()
+    with watchdog_thread(dog):
+        yield home, paths, dog
     slots.close()
 
 

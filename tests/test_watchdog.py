@@ -4,7 +4,6 @@ daily cap when two programs fight over the file."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
@@ -17,7 +16,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from deploy_support import StateSlots, choose_settings_variant, clear_env, definitions, make_home, paths_for, saved
+from deploy_support import (
+    StateSlots,
+    choose_settings_variant,
+    clear_env,
+    definitions,
+    make_home,
+    paths_for,
+    saved,
+    watchdog_thread,
+)
 
 from collector.cli.main import main
 from collector.deploy import install_agent
@@ -178,20 +186,11 @@ def test_an_unreadable_watchdog_json_goes_and_the_watchdog_starts_afresh(env: tu
 @pytest.fixture
 def running(env: tuple[Path, Paths]) -> Iterator[tuple[Path, Paths, Watchdog]]:
     """The watchdog's run() on an event loop in a thread, as the daemon runs it."""
-    import threading
-
     home, paths = env
     slots = StateSlots(paths)
     dog = Watchdog(definitions(), paths, slots(STATE_KEY))
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_until_complete, args=(dog.run(),), daemon=True)
-    thread.start()
-    time.sleep(0.5)  # let it start watching
-    yield home, paths, dog
-    loop.call_soon_threadsafe(dog.stop)
-    thread.join(timeout=10)
-    assert not thread.is_alive()
-    loop.close()
+    with watchdog_thread(dog):
+        yield home, paths, dog
     slots.close()
 
 
@@ -282,7 +281,6 @@ def PLUGIN() -> dict[str, Any]:  # noqa: N802 - the definitions with Claude Code
 @pytest.fixture
 def plugin_running(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, Paths, Watchdog]]:
     """Claude Code with its default integration, the drop-in plugin, under a running watchdog."""
-    import threading
 
     clear_env(monkeypatch)
     home = make_home(tmp_path, ["claude-code"])
@@ -292,15 +290,8 @@ def plugin_running(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     assert not [c for c in changes if c.failed]
     slots = StateSlots(paths)
     dog = Watchdog(PLUGIN(), paths, slots(STATE_KEY), rescan_s=60, cooldown_s=0.2)  # repairs come from file events
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_until_complete, args=(dog.run(),), daemon=True)
-    thread.start()
-    time.sleep(0.5)
-    yield home, paths, dog
-    loop.call_soon_threadsafe(dog.stop)
-    thread.join(timeout=10)
-    assert not thread.is_alive()
-    loop.close()
+    with watchdog_thread(dog):
+        yield home, paths, dog
     slots.close()
 
 
