@@ -8,10 +8,19 @@ held batch is dropped from memory; its positions were never committed, so the ne
 records again (the exporters recognise entries they already hold by ``event.id``). A permanent refusal
 is logged and counted, and the batch goes on without that exporter. The only loop that retries sending
 over time is the durable queue's (``collector.exporters.queue``).
+
+An exporter that *fails* on a batch (an unexpected exception, a bug: not an ``ExportError``) has failed on
+an entry: the batch is bisected until the entries it fails on alone are found (``collector.narrowing``);
+those go to the quarantine for that exporter (``poison``: with the record they came from, the exporter's
+name and the exception), every other entry is delivered, and the batch goes on. An environment error
+raised as is (``OSError``: a full disk, a permission) is not the data's doing: it holds the batch like a
+retryable refusal. A process that *dies* in an exporter is the crash guard's business
+(``collector.pipeline.crash_guard``): the batch is named while an exporter takes it.
 """
 
 from __future__ import annotations
 
+import bisect
 import logging
 import sqlite3
 import time
@@ -20,22 +29,35 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from collector.exporters.base import Entry, Exporter, ExportError
+from collector.narrowing import ENVIRONMENT, Narrowed, narrow, one_by_one
+from collector.pipeline.crash_guard import CrashGuard
+from collector.pipeline.quarantine import describe
 from collector.state.checkpoints import CheckpointStore, Commit
 
 log = logging.getLogger(__name__)
 
 
+Origins = Sequence[tuple[int, Any]]  # (index of its first entry in the batch, the record the entries came from)
+Poison = Callable[[Entry, Any, str, str], None]  # (entry, its record or None, exporter, reason) -> quarantine
+
+
+def no_poison(entry: Entry, origin: Any, exporter: str, reason: str) -> None:
+    log.error("exporter %s failed on entry %s (%s); nothing keeps it", exporter, entry.get("event.id"), reason)
+
+
 @dataclass(slots=True)
 class Held:
-    """A batch not accepted yet: who still has to take it, and why the last one refused."""
+    """A batch not accepted yet: who still has to take it (and which of its entries), and why the last
+    one refused."""
 
     entries: list[Entry]
     commit: Commit
-    waiting: list[Exporter]
+    waiting: list[tuple[Exporter, list[Entry]]]
     refused_by: str
     error: str
     since: float
     attempts: int = 1
+    origins: Origins = ()
 
 
 @dataclass(slots=True)
@@ -43,23 +65,36 @@ class DeliveryStats:
     batches: int = 0
     rejected: dict[str, int] = field(default_factory=dict)  # exporter -> entries refused for good
     refusals: int = 0  # retryable refusals seen (each one held a batch)
+    poisoned: dict[str, int] = field(default_factory=dict)  # exporter -> entries it failed on (quarantined)
 
 
 class Delivery:
     def __init__(self, exporters: Sequence[Exporter], store: CheckpointStore,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, poison: Poison = no_poison,
+                 guard: CrashGuard | None = None) -> None:
         self.exporters = list(exporters)
         self.store = store
         self.clock = clock
+        self.poison = poison
+        self.guard = guard
         self.held: Held | None = None
         self.stats = DeliveryStats()
 
-    def deliver(self, entries: list[Entry], commit: Commit) -> bool:
-        """Hand ``entries`` to every exporter and commit; False: held (see :meth:`retry`)."""
+    def deliver(self, entries: list[Entry], commit: Commit, origins: Origins = ()) -> bool:
+        """Hand ``entries`` to every exporter and commit; False: held (see :meth:`retry`). ``origins``:
+        the records the entries came from, for the quarantine of an entry an exporter fails on."""
+        return self.deliver_to([(e, entries) for e in self.exporters], entries, commit, origins)
+
+    def deliver_to(self, waiting: list[tuple[Exporter, list[Entry]]], entries: list[Entry], commit: Commit,
+                   origins: Origins = ()) -> bool:
+        """Hand each exporter its entries (a quarantine retry: only the exporter that failed on them)."""
         if self.held is not None:
             raise RuntimeError("a held batch must be delivered first")
-        held = Held(entries, commit, list(self.exporters), "", "", self.clock(), attempts=0)
+        held = Held(entries, commit, waiting, "", "", self.clock(), attempts=0, origins=origins)
         return self._attempt(held)
+
+    def exporter(self, name: str) -> Exporter | None:
+        return next((e for e in self.exporters if e.name == name), None)
 
     def retry(self) -> bool:
         """Offer the held batch again; True when nothing is held any more."""
@@ -72,14 +107,13 @@ class Delivery:
     def _attempt(self, held: Held) -> bool:
         held.attempts += 1
         while held.waiting:
-            exporter = held.waiting[0]
-            try:
-                if held.entries:
-                    exporter.export(held.entries)
-            except ExportError as exc:
-                if exc.retryable:
-                    return self._hold(held, exporter.name, str(exc))
-                self._reject(exporter.name, len(held.entries), exc)
+            exporter, entries = held.waiting[0]
+            left = self._offer(exporter, entries, held)
+            if self.guard is not None:  # not on the way out of a death: the next start reads the name
+                self.guard.clear()
+            if left is not None:
+                held.waiting[0] = (exporter, left[0])
+                return self._hold(held, exporter.name, left[1])
             held.waiting.pop(0)
         try:
             self.store.commit(self._with_marks(held.commit))
@@ -90,6 +124,59 @@ class Delivery:
                      len(held.entries), held.refused_by, self.clock() - held.since)
         self.stats.batches += 1
         return True
+
+    def _offer(self, exporter: Exporter, entries: list[Entry], held: Held) -> tuple[list[Entry], str] | None:
+        """``exporter`` takes ``entries``; None when done with them, else (what it did not take, why)."""
+        entries = self._spare_condemned(exporter, entries, held)
+        if not entries:
+            return None
+        guard = self.guard
+        if guard is not None and guard.exporting(exporter.name, entries):
+            log.warning("exporter %s takes a batch of %d entries one at a time (the previous run died in it)",
+                        exporter.name, len(entries))
+            return self._settle(exporter, one_by_one(exporter.export, entries,
+                                                     lambda e: guard.exporting_entry(exporter.name, e)), held)
+        try:
+            exporter.export(entries)
+        except ExportError as exc:
+            if exc.retryable:
+                return entries, str(exc)
+            self._reject(exporter.name, len(entries), exc)
+        except ENVIRONMENT as exc:
+            return entries, f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # noqa: BLE001 - an exporter's bug: find the entry, keep the rest flowing
+            log.error("exporter %s failed on a batch of %d entries; finding the entry", exporter.name,
+                      len(entries), exc_info=exc)
+            return self._settle(exporter, narrow(exporter.export, entries, exc), held)
+        return None
+
+    def _settle(self, exporter: Exporter, found: Narrowed, held: Held) -> tuple[list[Entry], str] | None:
+        for entry, error in found.poison:
+            self._poisoned(exporter.name, entry, held, describe(error))
+        if found.refused:
+            self._reject(exporter.name, len(found.refused), found.broken or ExportError("refused", False))
+        if found.stop is not None:
+            return found.held, str(found.stop)
+        return None
+
+    def _spare_condemned(self, exporter: Exporter, entries: list[Entry], held: Held) -> list[Entry]:
+        """Entries the previous runs died exporting to ``exporter`` go to the quarantine instead."""
+        guard = self.guard
+        if guard is None or not guard.has_condemned():
+            return entries
+        keep = []
+        for entry in entries:
+            if guard.condemned_entry(exporter.name, entry):
+                self._poisoned(exporter.name, entry, held, "the collector died while exporting it")
+            else:
+                keep.append(entry)
+        return keep
+
+    def _poisoned(self, name: str, entry: Entry, held: Held, reason: str) -> None:
+        self.stats.poisoned[name] = self.stats.poisoned.get(name, 0) + 1
+        log.error("exporter %s failed on entry %s (%s); it goes to the quarantine", name, entry.get("event.id"),
+                  reason)
+        self.poison(entry, _origin(entry, held), name, f"{name}: {reason}")
 
     def _with_marks(self, commit: Commit) -> Commit:
         """Exporters that know where their own output stands (``mark()``) store it with the checkpoint."""
@@ -108,7 +195,7 @@ class Delivery:
         self.held = held
         return False
 
-    def _reject(self, name: str, count: int, exc: ExportError) -> None:
+    def _reject(self, name: str, count: int, exc: BaseException) -> None:
         self.stats.rejected[name] = self.stats.rejected.get(name, 0) + count
         log.error("exporter %s refused %d entries for good, going on without it: %s", name, count, exc)
 
@@ -119,8 +206,20 @@ class Delivery:
             "batches": self.stats.batches,
             "refusals": self.stats.refusals,
             "rejected": dict(self.stats.rejected),
+            "poisoned": dict(self.stats.poisoned),
             "blocked": None if held is None else {
                 "by": held.refused_by, "error": held.error, "since": held.since,
                 "entries_waiting": len(held.entries), "attempts": held.attempts,
             },
         }
+
+
+def _origin(entry: Entry, held: Held) -> Any:
+    """The record ``entry`` came from (None: the collector made it, or nobody said)."""
+    if not held.origins:
+        return None
+    index = next((i for i, e in enumerate(held.entries) if e is entry), None)
+    if index is None:
+        return None
+    at = bisect.bisect_right([start for start, _ in held.origins], index) - 1
+    return held.origins[at][1] if at >= 0 else None

@@ -57,7 +57,7 @@ from collector.pipeline.correlate import Correlator
 from collector.pipeline.crash_guard import CrashGuard
 from collector.pipeline.masking import Masker, MaskingRuleError, load_rules
 from collector.pipeline.processor import AgentSettings, Pipeline
-from collector.pipeline.quarantine import Quarantine, quarantine_dir
+from collector.pipeline.quarantine import DueEntry, Quarantine, quarantine_dir
 from collector.pipeline.status import SessionStatusTracker
 from collector.pipeline.turns import TurnMarker
 from collector.plugins import check_definition, load_agents
@@ -178,7 +178,7 @@ class Service:
         self._build_pipeline()
         self._build_sources()
         self._build_exporters()
-        self.delivery = Delivery(self.exporters, self._store)
+        self.delivery = Delivery(self.exporters, self._store, poison=self._poisoned, guard=self._guard)
         self._watch_dirs = self._current_watch_dirs()
         log.info("agent-collector %s: %d agents, %d sources, exporters: %s", __version__, len(self.definitions),
                  len(self.sources), ", ".join(e.name for e in self.exporters))
@@ -359,9 +359,36 @@ class Service:
             log.info("forgot %d dedupe ids older than %d days", gone, self.config.collector.seen_retention_days)
 
     def _retry_quarantined(self, result: CycleResult) -> bool:
-        """Records a ``quarantine retry`` asked for go through the pipeline again, first."""
-        records = self._pipeline.retry_quarantined() if self._pipeline is not None else []
-        return not records or self._flush(records, {}, result)
+        """Records a ``quarantine retry`` asked for go through the pipeline again, first; entries an
+        exporter failed on go to that exporter again."""
+        if self._pipeline is None:
+            return True
+        due = self._pipeline.retry_quarantined()
+        if due.records and not self._flush(due.records, {}, result):
+            return False
+        return not due.entries or self._redeliver(due.entries, result)
+
+    def _redeliver(self, due: list[DueEntry], result: CycleResult) -> bool:
+        assert self.delivery is not None and self._pipeline is not None
+        waiting: dict[str, list[dict[str, Any]]] = {}
+        for item in due:
+            if self.delivery.exporter(item.exporter) is None:
+                log.warning("quarantined entry %s: exporter %s is not configured; it stays quarantined",
+                            item.entry.get("event.id"), item.exporter)
+                self._pipeline.quarantine.keep(item.line)
+                continue
+            waiting.setdefault(item.exporter, []).append(item.entry)
+        entries = [item.entry for item in due]
+        pairs = [(exporter, waiting[exporter.name]) for exporter in self.exporters if exporter.name in waiting]
+        if self.delivery.deliver_to(pairs, entries, Commit(), [(i, item.origin) for i, item in enumerate(due)]):
+            return True
+        result.blocked = self._blocked_reason()
+        return False
+
+    def _poisoned(self, entry: dict[str, Any], origin: Any, exporter: str, reason: str) -> None:
+        """An entry ``exporter`` failed on (``collector.delivery``): quarantined for it."""
+        assert self._pipeline is not None
+        self._pipeline.quarantine.add_entry(entry, origin, exporter, reason)
 
     def _retry_held(self, result: CycleResult) -> bool:
         assert self.delivery is not None
@@ -438,12 +465,13 @@ class Service:
         result.records += len(records)
         result.entries += len(output.entries)
         result.batches += 1
-        return self._deliver(output.entries, commit, result)
+        return self._deliver(output.entries, commit, result, output.origins)
 
-    def _deliver(self, entries: list[dict[str, Any]], commit: Commit, result: CycleResult) -> bool:
+    def _deliver(self, entries: list[dict[str, Any]], commit: Commit, result: CycleResult,
+                 origins: Sequence[tuple[int, RawRecord]] = ()) -> bool:
         """Every exporter must accept the batch before its positions move (``collector.delivery``)."""
         assert self.delivery is not None
-        if self.delivery.deliver(entries, commit):
+        if self.delivery.deliver(entries, commit, origins):
             return True
         result.blocked = self._blocked_reason()
         return False

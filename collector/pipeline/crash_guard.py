@@ -15,6 +15,13 @@ At start-up a name still there means the previous process died while working on 
 * it died without a word (SIGKILL: the OOM killer, or a user's ``kill -9``): the record becomes a suspect
   and is processed again; dying on it a second time condemns it. One ``kill -9`` never costs a record.
 
+Exporting is covered too (``collector.delivery``): while an exporter takes a batch the name is the batch's
+(the exporter and the first and last ``event.id``). A process that died there leaves that name; at the next
+start the batch holding one of those ids is offered to that exporter one entry at a time, each entry named
+before it goes. Dying again names the entry, already with one strike (the batch's death): at the start
+after that, the entry is condemned and quarantined for that exporter instead of offered again
+(``condemned_entry``); the other exporters still get it.
+
 A test can make the process die on a record: ``AGENT_COLLECTOR_TEST_DIE_ON=abort:<text>`` (``os.abort()``)
 or ``kill:<text>`` (SIGKILL to itself) when the record's JSON contains ``<text>``; unset, nothing is looked at.
 """
@@ -27,7 +34,7 @@ import logging
 import mmap
 import os
 import signal
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -44,11 +51,30 @@ FAULT_LOG = "fault.log"
 SIZE = 4096
 _SEP = b"\x1f"
 _TEST_DIE_ON = "AGENT_COLLECTOR_TEST_DIE_ON"
+_EXPORT = b"\x1eexport"  # a batch being exported (no stream id starts with a control character)
+_ENTRY = b"\x1eentry"  # one entry being exported on its own
 
 
 def record_key(record: RawRecord) -> bytes:
     key = record.source_id.encode("utf-8", "replace") + _SEP + record.position.encode("utf-8", "replace")
+    return _bounded(key)
+
+
+def _bounded(key: bytes) -> bytes:
     return key if len(key) < SIZE - 16 else hashlib.sha256(key).hexdigest().encode()
+
+
+def _eid(entry: Mapping[str, object]) -> bytes:
+    return str(entry.get("event.id", "")).encode("utf-8", "replace")
+
+
+def entry_key(exporter: str, entry: Mapping[str, object]) -> bytes:
+    return _bounded(_ENTRY + _SEP + exporter.encode("utf-8", "replace") + _SEP + _eid(entry))
+
+
+def batch_key(exporter: str, batch: Sequence[Mapping[str, object]]) -> bytes:
+    ends = _eid(batch[0]) + _SEP + _eid(batch[-1]) if batch else b""
+    return _EXPORT + _SEP + exporter.encode("utf-8", "replace") + _SEP + ends
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +98,7 @@ class CrashGuard:
         self.verdict = read_verdict(state_dir)
         self._condemned: set[bytes] = set()
         self._suspects: dict[bytes, int] = {}
+        self._careful: tuple[bytes, set[bytes]] | None = None  # (exporter, ids) of the batch it died exporting
         self._judge(self.verdict)
         fd = open_private(self.path, os.O_RDWR | os.O_CREAT)
         try:
@@ -92,6 +119,9 @@ class CrashGuard:
                 log.error("the previous run died of a fatal signal (not while processing a record):\n%s",
                           verdict.fault_report[-4000:])
             return
+        if verdict.key.startswith(_EXPORT + _SEP):
+            self._careful_after(verdict.key, verdict)
+            return
         where = verdict.key.decode("utf-8", "replace").replace("\x1f", " at ")
         if verdict.fatal_signal or verdict.strikes >= 1:
             self._condemned.add(verdict.key)
@@ -104,6 +134,15 @@ class CrashGuard:
             log.warning("the previous run was killed while processing the record %s; it is processed again "
                         "(a second death on it quarantines it)", where)
 
+    def _careful_after(self, key: bytes, verdict: Verdict) -> None:
+        _, exporter, *ids = key.split(_SEP)
+        self._careful = (exporter, {i for i in ids if i})
+        log.error("the previous run died while exporter %s took a batch (%s); that batch goes to it one entry "
+                  "at a time", exporter.decode("utf-8", "replace"),
+                  "a fatal signal" if verdict.fatal_signal else "killed")
+        if verdict.fault_report:
+            log.error("the fatal signal's report:\n%s", verdict.fault_report[-4000:])
+
     def condemned(self, record: RawRecord) -> bool:
         if not self._condemned:
             return False
@@ -113,11 +152,42 @@ class CrashGuard:
             return True
         return False
 
-    def enter(self, record: RawRecord) -> None:
-        key = record_key(record)
-        data = b"%d\x1f%d\x1f" % (self._suspects.get(key, 0), len(key)) + key
+    def has_condemned(self) -> bool:
+        return bool(self._condemned)
+
+    def condemned_entry(self, exporter: str, entry: Mapping[str, object]) -> bool:
+        """The previous runs died twice exporting ``entry`` to ``exporter``: quarantine it, do not offer it."""
+        if not self._condemned:
+            return False
+        key = entry_key(exporter, entry)
+        if key in self._condemned:
+            self._condemned.discard(key)
+            return True
+        return False
+
+    def exporting(self, exporter: str, batch: Sequence[Mapping[str, object]]) -> bool:
+        """``exporter`` takes ``batch`` now (named until :meth:`clear`); True: the previous run died while
+        it took this batch, so it goes one entry at a time (:meth:`exporting_entry` before each)."""
+        careful = self._careful
+        if careful is not None and careful[0] == exporter.encode("utf-8", "replace") and \
+                any(_eid(e) in careful[1] for e in batch):
+            self._careful = None
+            return True
+        self._write(0, _bounded(batch_key(exporter, batch)))
+        return False
+
+    def exporting_entry(self, exporter: str, entry: Mapping[str, object]) -> None:
+        """``exporter`` takes ``entry`` alone; dying now condemns it (the batch's death was its first)."""
+        self._write(1, entry_key(exporter, entry))
+
+    def _write(self, strikes: int, key: bytes) -> None:
+        data = b"%d\x1f%d\x1f" % (strikes, len(key)) + key
         self._map[: len(data)] = data
         self._busy = True
+
+    def enter(self, record: RawRecord) -> None:
+        key = record_key(record)
+        self._write(self._suspects.get(key, 0), key)
         if self._die_on:
             self._maybe_die(record)
 

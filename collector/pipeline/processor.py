@@ -23,7 +23,7 @@ from collector.pipeline.correlate import Correlator
 from collector.pipeline.crash_guard import CrashGuard
 from collector.pipeline.dedupe import Deduper
 from collector.pipeline.masking import Masker, default_masker
-from collector.pipeline.quarantine import Quarantine, describe
+from collector.pipeline.quarantine import Due, Quarantine, describe
 from collector.pipeline.turns import TurnMarker
 
 log = logging.getLogger(__name__)
@@ -61,6 +61,7 @@ class PipelineStats:
 class Output:
     entries: list[dict[str, Any]]
     discovered_paths: list[tuple[str, str]]  # (agent, path)
+    origins: list[tuple[int, RawRecord]] = field(default_factory=list)  # (first entry's index, its record)
 
 
 class Pipeline:
@@ -126,15 +127,17 @@ class Pipeline:
             parsed.append((record, entries))
         fresh_ids = {e["event.id"] for e in self.deduper.fresh([e for _, es in parsed for e in es])}
         out: list[dict[str, Any]] = []
+        origins: list[tuple[int, RawRecord]] = []
         for record, entries in parsed:
             if guard is not None:
                 guard.enter(record)
             made = self._guarded(record, self._finish_record, record, entries, fresh_ids)
             if made is None:
                 self.deduper.forget(e["event.id"] for e in entries)
-            else:
+            elif made:
+                origins.append((len(out), record))
                 out.extend(made)
-        return Output(out, paths)
+        return Output(out, paths, origins)
 
     def finish(self, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Entries made by the collector itself (the idle rule): deduped and finished like parsed ones."""
@@ -147,8 +150,9 @@ class Pipeline:
                             self._stage, exc)
         return out
 
-    def retry_quarantined(self) -> list[RawRecord]:
-        """The quarantined records a ``quarantine retry`` asked for, to go through ``process`` again."""
+    def retry_quarantined(self) -> Due:
+        """What a ``quarantine retry`` asked for: records to go through ``process`` again, entries to
+        offer again to the exporter that failed on them."""
         return self.quarantine.due()
 
     def _guarded(self, record: RawRecord, step: Callable[..., _T], *args: Any) -> _T | None:

@@ -7,9 +7,15 @@ line per record: an ``id``, the time, agent, kind, source (stream, path, positio
 reason. The record's data is kept only when content capture is on for its agent, and then masked; without
 it, ``retry`` reads the record again from its source (a JSONL line at its offset, a whole JSON document).
 
+An entry an exporter failed on (stage ``export``, ``collector.delivery``) is kept with the record it came
+from (its source position), the exporter's name and the exception; the line also holds the entry as the
+exporters got it (``entry``: content policy and masking already applied, so without capture it holds no
+content), because a retry offers that entry again to that exporter alone (the others took it).
+
 The file is bounded: past ``MAX_BYTES`` it moves to ``quarantine.jsonl.1`` (the older one is dropped).
-``retry`` moves lines to ``retry.jsonl``; the next collection cycle feeds them through the pipeline again
-(a record that fails again comes back here with ``attempts`` + 1).
+``retry`` moves lines to ``retry.jsonl``; the next collection cycle feeds them through the pipeline again,
+or their entries to their exporter (a record or entry that fails again comes back here with ``attempts``
++ 1).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +43,24 @@ MAX_BYTES = 8 * 1024 * 1024
 FILE = "quarantine.jsonl"
 RETRY = "retry.jsonl"
 ATTEMPTS = "quarantine.attempts"  # RawRecord.meta key of a retried record: how often it failed before
+
+
+@dataclass(frozen=True, slots=True)
+class DueEntry:
+    """An entry to offer again to the exporter that failed on it; ``origin``: where it came from."""
+
+    exporter: str
+    entry: dict[str, Any]
+    origin: RawRecord
+    line: dict[str, Any]  # the quarantine line, to put back if the exporter is gone
+
+
+@dataclass(slots=True)
+class Due:
+    """What a ``retry`` asked for: records for the pipeline, entries for the exporter that failed on them."""
+
+    records: list[RawRecord] = field(default_factory=list)
+    entries: list[DueEntry] = field(default_factory=list)
 
 
 def quarantine_dir(paths: Paths) -> Path:
@@ -57,17 +82,20 @@ class Quarantine:
         self.mask = mask  # the collector's masker (its configured rules), for the data kept with capture on
         self.counts: Counter[tuple[str, str]] = Counter()  # (source, "stage: reason") -> records
         self.added = 0
+        self._retried: dict[tuple[str, str], int] = {}  # (exporter, event id) -> attempts, of entries due again
         if directory is not None:
             for line in read_lines(directory / FILE):
                 self.counts[(_source(line), _why(line))] += 1
 
-    def add(self, record: RawRecord, stage: str, reason: str, keep_data: bool) -> None:
+    def add(self, record: RawRecord, stage: str, reason: str, keep_data: bool,
+            extra: dict[str, Any] | None = None) -> None:
         self.added += 1
         try:
             line = _line(record, stage, reason, keep_data, self.mask)
         except Exception as exc:  # noqa: BLE001 - the last resort must not fail: keep where and why only
             line = _line(record, stage, reason, False, self.mask)
             line["data_omitted"] = f"cannot be kept ({type(exc).__name__})"
+        line.update(extra or {})
         self.counts[(_source(line), _why(line))] += 1
         log.warning("%s %s record at %s:%s quarantined at %s: %s", record.agent, record.kind, line["path"],
                     record.position, stage, reason)
@@ -77,6 +105,16 @@ class Quarantine:
             self._append(_encode(line))
         except OSError as exc:
             log.error("cannot write the quarantine file in %s: %r", self.directory, exc)
+
+    def add_entry(self, entry: dict[str, Any], origin: RawRecord | None, exporter: str, reason: str) -> None:
+        """``exporter`` failed on ``entry`` (made from ``origin``, if a record made it): quarantined for it."""
+        eid = str(entry.get("event.id", ""))
+        record = origin if isinstance(origin, RawRecord) else RawRecord(
+            str(entry.get("gen_ai.agent.type") or "unknown"), "entry", {}, f"export:{exporter}", eid, time.time_ns())
+        attempts = self._retried.pop((exporter, eid), 0)
+        ident = hashlib.sha256(f"{record.source_id}\x1f{record.position}\x1fexport\x1f{exporter}\x1f{eid}".encode())
+        self.add(record, "export", reason, False, {"id": ident.hexdigest()[:16], "exporter": exporter,
+                                                   "event.id": eid, "attempts": attempts + 1, "entry": entry})
 
     def _append(self, data: bytes) -> None:
         assert self.directory is not None
@@ -99,26 +137,49 @@ class Quarantine:
             by_source.setdefault(source, {})[why] = count
         return {"records": sum(self.counts.values()), "by_source": by_source}
 
-    def due(self) -> list[RawRecord]:
-        """Records a ``retry`` asked for; the request is consumed. Their meta counts the attempts."""
+    def due(self) -> Due:
+        """What a ``retry`` asked for; the request is consumed. Records' meta counts their attempts."""
+        due = Due()
         if self.directory is None:
-            return []
+            return due
         path = self.directory / RETRY
         try:
             taken = path.with_name(RETRY + ".taking")
             os.replace(path, taken)
         except FileNotFoundError:
-            return []
-        out = []
+            return due
         for line in read_lines(taken):
+            if line.get("stage") == "export":
+                self._due_entry(line, due)
+                continue
             record = recover(line)
             if record is None:
                 log.warning("quarantined record %s cannot be read again from %s; dropped", line.get("id"),
                             line.get("path"))
                 continue
-            out.append(record)
+            due.records.append(record)
         taken.unlink()
-        return out
+        return due
+
+    def _due_entry(self, line: dict[str, Any], due: Due) -> None:
+        entry, exporter = line.get("entry"), line.get("exporter")
+        if not isinstance(entry, dict) or not isinstance(exporter, str):
+            log.warning("quarantined entry %s was not kept (%s); it cannot be offered again, dropped",
+                        line.get("id"), line.get("data_omitted", "no entry in the line"))
+            return
+        self._retried[(exporter, str(entry.get("event.id", "")))] = int(line.get("attempts", 1))
+        origin = RawRecord(str(line.get("agent")), str(line.get("kind")), {}, str(line.get("stream", "")),
+                           str(line.get("position", "")), int(line.get("observed_ns") or 0),
+                           {k: v for k, v in (line.get("meta") or {}).items() if isinstance(v, str)})
+        due.entries.append(DueEntry(exporter, entry, origin, line))
+
+    def keep(self, line: dict[str, Any]) -> None:
+        """Put a line back as it was (an entry whose exporter is not configured any more)."""
+        if self.directory is not None:
+            try:
+                self._append(_encode(line))
+            except OSError as exc:
+                log.error("cannot write the quarantine file in %s: %r", self.directory, exc)
 
 
 def _line(record: RawRecord, stage: str, reason: str, keep_data: bool,
@@ -145,6 +206,7 @@ def _encode(line: dict[str, Any]) -> bytes:
         return orjson.dumps(line) + b"\n"
     except (TypeError, orjson.JSONEncodeError):  # the kept data after all: keep the rest
         line.pop("data", None)
+        line.pop("entry", None)
         line["data_omitted"] = "not encodable"
         return orjson.dumps(line) + b"\n"
 
