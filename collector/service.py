@@ -301,7 +301,7 @@ class Service:
     def _build_exporters(self) -> None:
         assert self._store is not None
         ctx = ExporterContext(self.config, self.paths, self.output_dir, self._store.get, os.environ,
-                              self._store.seen)
+                              self._store.seen, self._pipeline.quarantine if self._pipeline else None)
         self.exporters = build_exporters(ctx)
 
     # -- collection -------------------------------------------------------------------------------

@@ -12,10 +12,12 @@ from typing import Any
 import pytest
 from otlp_receiver import OtlpReceiver
 from support import make_paths
-from test_otlp_faults import entry, queues, wait_until
+from test_otlp_faults import FAST, entry, queues, wait_until
 
+from collector.exporters.otlp import build_otlp_exporters
+from collector.exporters.queue import QueuedExporter
 from collector.pipeline.boundary import check_entry
-from collector.pipeline.quarantine import listing, quarantine_dir
+from collector.pipeline.quarantine import Quarantine, listing, quarantine_dir
 
 
 @pytest.fixture
@@ -56,7 +58,9 @@ def test_the_unencodable_entry_is_in_the_quarantine_file_with_its_reason(
     receiver: OtlpReceiver, tmp_path: Path
 ) -> None:
     config = {"endpoint": receiver.endpoint, "timeout": 2, "turn_grace": 0, "turn_idle_timeout": 0.2}
-    exporters = queues(config, tmp_path)
+    shared = Quarantine(quarantine_dir(make_paths(tmp_path)))  # the daemon's: `status` counts from it
+    exporters = [e for e in build_otlp_exporters(config, {}, make_paths(tmp_path), options=FAST, quarantine=shared)
+                 if isinstance(e, QueuedExporter)]
     batch = [entry(i) for i in range(100)]
     batch[31]["time_unix_nano"] = -1_000_000_000  # before 1970: no fixed64
     batch[49]["gen_ai.usage.input_tokens"] = 2**63  # an llm.response: JSON holds it, int64 does not
@@ -80,6 +84,9 @@ def test_the_unencodable_entry_is_in_the_quarantine_file_with_its_reason(
     spans = by_exporter.pop("otlp-default-traces")
     assert spans and all("otlp.span.id" in line["meta"] for line in spans), "spans quarantined by span id"
     assert not by_exporter, "metrics carry neither times nor raw token values as attributes"
+    counted = shared.stats()
+    assert counted["records"] == len(lines), "status counts what the OTLP exporters quarantined"
+    assert any("fixed64 out of range" in why for reasons in counted["by_source"].values() for why in reasons)
     ids = {r["attributes"]["event.id"] for r in receiver.logs()}
     assert ids == {f"{i:032x}" for i in range(100)} - poisoned
     turns = [p for p in receiver.metric_points() if p["name"] == "agent_collector.turns"]

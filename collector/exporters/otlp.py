@@ -97,8 +97,10 @@ def build_otlp_exporters(
     env: Mapping[str, str],
     paths: Paths,
     options: QueueOptions | None = None,
+    quarantine: Quarantine | None = None,
 ) -> list[Exporter]:
     """Every configured OTLP exporter, already behind its durable queue (empty when OTLP is not set up).
+    Poison goes to ``quarantine`` (the daemon's, so ``status`` counts it), else to one of their own.
 
     Raises ``OtlpConfigError`` for unusable settings and ``ExportError`` when gRPC is asked for without
     the ``grpc`` extra installed.
@@ -106,7 +108,8 @@ def build_otlp_exporters(
     exporters: list[Exporter] = []
     backends = load_otlp_config(config, env)
     store = _store(paths) if any("traces" in b.signals for b in backends) else None
-    quarantine = Quarantine(quarantine_dir(paths)) if backends else None
+    if quarantine is None and backends:
+        quarantine = Quarantine(quarantine_dir(paths))
     for backend in backends:
         shared = backend_log(backend, paths, options or QueueOptions())
         for signal in backend.signals.values():

@@ -21,6 +21,7 @@ from collector.config import Config, ConfigError, schema
 from collector.exporters.base import Exporter
 from collector.exporters.jsonl import JsonlExporter
 from collector.paths import Paths
+from collector.pipeline.quarantine import Quarantine
 from collector.registry import Plugin, PluginConfigError, Registry
 from collector.usage.exporter import build_usage_exporter
 
@@ -33,6 +34,7 @@ class ExporterContext:
     state: Callable[[str, Any], Any]  # the checkpoint store's saved value of a key (exporter marks)
     env: Mapping[str, str]
     delivered: Callable[[Iterable[str]], set[str]] | None = None  # the ids the checkpoint store holds
+    quarantine: Quarantine | None = None  # the daemon's (status counts what exporters put there)
 
 
 ExporterBuilder = Callable[[dict[str, Any], ExporterContext], list[Exporter]]
@@ -63,7 +65,7 @@ def _otlp(section: dict[str, Any], ctx: ExporterContext) -> list[Exporter]:
     from collector.exporters.otlp_config import OtlpConfigError
 
     try:
-        return build_otlp_exporters(section, ctx.env, ctx.paths)
+        return build_otlp_exporters(section, ctx.env, ctx.paths, quarantine=ctx.quarantine)
     except OtlpConfigError as exc:
         raise ConfigError(f"otlp: {exc}") from exc
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -75,7 +76,8 @@ def describe(exc: BaseException) -> str:
 
 
 class Quarantine:
-    """Writes failed records to the dead-letter file and counts them per source and reason."""
+    """Writes failed records to the dead-letter file and counts them per source and reason. Thread-safe:
+    the pipeline's worker and the exporters' delivery threads (OTLP poison) share one."""
 
     def __init__(self, directory: Path | None, mask: Callable[[Any], Any] = mask_value) -> None:
         self.directory = directory
@@ -83,6 +85,7 @@ class Quarantine:
         self.counts: Counter[tuple[str, str]] = Counter()  # (source, "stage: reason") -> records
         self.added = 0
         self._retried: dict[tuple[str, str], int] = {}  # (exporter, event id) -> attempts, of entries due again
+        self._lock = threading.Lock()
         if directory is not None:
             for line in read_lines(directory / FILE):
                 self.counts[(_source(line), _why(line))] += 1
@@ -96,15 +99,16 @@ class Quarantine:
             line = _line(record, stage, reason, False, self.mask)
             line["data_omitted"] = f"cannot be kept ({type(exc).__name__})"
         line.update(extra or {})
-        self.counts[(_source(line), _why(line))] += 1
         log.warning("%s %s record at %s:%s quarantined at %s: %s", record.agent, record.kind, line["path"],
                     record.position, stage, reason)
-        if self.directory is None:
-            return
-        try:
-            self._append(_encode(line))
-        except OSError as exc:
-            log.error("cannot write the quarantine file in %s: %r", self.directory, exc)
+        with self._lock:
+            self.counts[(_source(line), _why(line))] += 1
+            if self.directory is None:
+                return
+            try:
+                self._append(_encode(line))
+            except OSError as exc:
+                log.error("cannot write the quarantine file in %s: %r", self.directory, exc)
 
     def add_entry(self, entry: dict[str, Any], origin: RawRecord | None, exporter: str, reason: str) -> None:
         """``exporter`` failed on ``entry`` (made from ``origin``, if a record made it): quarantined for it."""
@@ -133,7 +137,9 @@ class Quarantine:
 
     def stats(self) -> dict[str, Any]:
         by_source: dict[str, dict[str, int]] = {}
-        for (source, why), count in sorted(self.counts.items()):
+        with self._lock:
+            counts = sorted(self.counts.items())
+        for (source, why), count in counts:
             by_source.setdefault(source, {})[why] = count
         return {"records": sum(self.counts.values()), "by_source": by_source}
 
@@ -176,10 +182,11 @@ class Quarantine:
     def keep(self, line: dict[str, Any]) -> None:
         """Put a line back as it was (an entry whose exporter is not configured any more)."""
         if self.directory is not None:
-            try:
-                self._append(_encode(line))
-            except OSError as exc:
-                log.error("cannot write the quarantine file in %s: %r", self.directory, exc)
+            with self._lock:
+                try:
+                    self._append(_encode(line))
+                except OSError as exc:
+                    log.error("cannot write the quarantine file in %s: %r", self.directory, exc)
 
 
 def _line(record: RawRecord, stage: str, reason: str, keep_data: bool,
