@@ -11,7 +11,9 @@ A deliberately small HTTP/1.1 server on asyncio streams, strict about what it ac
   before a byte of the body is read, and the connection is closed;
 * every request must carry the user's secret in ``X-Agent-Collector-Token`` (compared in constant
   time); without it, or with another user's, the answer is 401 and the refusal is counted;
-* keep-alive (HTTP/1.1 default), with time limits on headers, bodies and idle connections.
+* keep-alive (HTTP/1.1 default), with time limits on headers, bodies and idle connections; when
+  ``max_connections`` are open, a new connection closes the longest-idle kept-alive one (counted as
+  ``idle_closed``) and is served; only when none is idle is it answered 503.
 
 Routes: ``POST /v1/hooks/<agent>[?event=<name>]`` hands the raw body to ``submit`` and answers ``{}``
 (an unknown agent gets 404 naming the known ones); ``GET /v1/status`` and ``GET /v1/sessions`` answer
@@ -146,6 +148,7 @@ class IngestServer:
         self._started = 0.0
         self._hosts: dict[str, bool] = {}
         self._writers: set[asyncio.StreamWriter] = set()
+        self._idle: dict[asyncio.StreamWriter, None] = {}  # kept-alive, waiting for a request; oldest first
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -204,7 +207,7 @@ class IngestServer:
         self._connections += 1
         self._writers.add(writer)
         try:
-            if self._connections > self.config.max_connections:
+            if self._connections > self.config.max_connections and not self._close_idle():
                 self._counts["rejected_too_many_connections"] += 1
                 await self._respond(writer, 503, {"error": "too many connections"}, close=True)
                 return
@@ -220,13 +223,26 @@ class IngestServer:
         finally:
             self._connections -= 1
             self._writers.discard(writer)
+            self._idle.pop(writer, None)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
+    def _close_idle(self) -> bool:
+        """Make room: close the longest-idle kept-alive connection (its client opens a new one when it
+        has something to say). False when every connection is busy."""
+        for writer in self._idle:
+            del self._idle[writer]
+            self._counts["idle_closed"] += 1
+            writer.close()
+            return True
+        return False
+
     async def _one_request(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                            first: bool) -> bool:
         timeout = self.config.header_timeout_s if first else self.config.idle_timeout_s
+        if not first:
+            self._idle[writer] = None
         try:
             async with asyncio.timeout(timeout):  # no extra task per read, unlike wait_for
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -244,6 +260,7 @@ class IngestServer:
             self._counts["rejected_timeout"] += 1
             await self._respond(writer, 408, {"error": "request headers too slow"}, close=True)
             return False
+        self._idle.pop(writer, None)
         try:
             request = parse_head(head)
             self._check(request)
