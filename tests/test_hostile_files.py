@@ -123,6 +123,8 @@ def test_transcript_path_outside_the_agent_folders_is_not_followed(tmp_path: Pat
     entries = read_output(paths.output_dir)
     assert_no_duplicates(entries)
     assert not [e for e in entries if e.get("gen_ai.session.id") == "stolen-session"]
+    fixture = Counter(e["event.name"] for e in entries if e.get("gen_ai.session.id") != "s-out")
+    assert fixture == expected_counts(CLAUDE), "the fixture's own records, each once"
     assert status["sources"]["claude-code:transcripts"]["refused_paths"] >= 1
 
 
