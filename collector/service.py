@@ -77,6 +77,7 @@ log = logging.getLogger("collector")
 SESSIONS_KEY = "status.sessions"  # where an older version kept the status tracker's open sessions
 CORRELATOR_SCOPE = "correlator"  # per-session state in the checkpoint store (collector.pipeline.session_cache)
 STATUS_SCOPE = "status"
+TURNS_SCOPE = "turns"
 
 T = TypeVar("T")
 Progress = Callable[[str, int], None]  # (source name, records so far)
@@ -276,9 +277,11 @@ class Service:
         self._pipeline = Pipeline(agents, resource, self._store.seen, correlator,
                                   self.config.masking.enabled, self.status, content,
                                   Quarantine(quarantine_dir(self.paths), masker.mask_value),
-                                  TurnMarker(self._store.get("turns")), masker=masker, guard=self._guard)
-        if store.get("correlator") or store.get(SESSIONS_KEY):  # an older version's all-in-one values
-            store.commit(Commit(sessions=self._session_rows(), kv={"correlator": {}, SESSIONS_KEY: []}))
+                                  TurnMarker(store.get("turns"), cap, lambda key: store.session(TURNS_SCOPE, key)),
+                                  masker=masker, guard=self._guard)
+        if store.get("correlator") or store.get(SESSIONS_KEY) or store.get("turns"):  # an older version's
+            store.commit(Commit(sessions=self._session_rows(),  # all-in-one values
+                                kv={"correlator": {}, SESSIONS_KEY: [], "turns": {}}))
 
     def _masker(self, content: ContentPolicy) -> Masker:
         """The shipped rules and the config's, with the modes per field class (hash: keyed like content)."""
@@ -415,6 +418,7 @@ class Service:
         rows = []
         if self._pipeline is not None:
             rows = [SessionRow(CORRELATOR_SCOPE, k, v, last) for k, v, last in self._pipeline.correlator.changes()]
+            rows += [SessionRow(TURNS_SCOPE, k, v) for k, v in self._pipeline.turns.changes()]
         if self.status is not None:
             rows += [SessionRow(STATUS_SCOPE, k, v, last, due) for k, v, last, due in self.status.changes()]
         return rows
@@ -456,7 +460,6 @@ class Service:
             commit = Commit(
                 positions={p.stream: p.value for p in positions.values()},
                 seen_ids=[e["event.id"] for e in output.entries],
-                kv={"turns": self._pipeline.turns.state()},
                 sessions=self._session_rows(),
             )
             self._count(output.entries, result)

@@ -35,7 +35,8 @@ def _by_agent(entries: list[dict[str, Any]]) -> dict[str, list[tuple[Any, ...]]]
     out: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
     for e in entries:
         out[e["gen_ai.agent.type"]].append((e["event.id"], e.get("gen_ai.turn.id"), e.get("session.status"),
-                                            e.get("duration_ms"), e.get("gen_ai.subagent.parent_tool_call.id")))
+                                            e.get("duration_ms"), e.get("gen_ai.subagent.parent_tool_call.id"),
+                                            e.get("turn.key"), e.get("turn.ends")))
     return {k: sorted(v, key=repr) for k, v in out.items()}
 
 

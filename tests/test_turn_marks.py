@@ -62,3 +62,28 @@ def test_marker_state_survives_a_restart() -> None:
     end = {"event.name": "session.end", "event.id": "e1", "gen_ai.agent.type": "a", "gen_ai.session.id": "s"}
     again.apply(end)
     assert later["turn.key"] == "p1" and end["turn.ends"] == ["p1"]
+
+
+def test_a_session_that_left_memory_comes_back_from_the_store() -> None:
+    """One session in memory: a second session evicts the first, whose turns are saved (``changes``) and
+    loaded back when its session.end comes, which then ends the turn that was open."""
+    saved: dict[str, object] = {}
+    marker = TurnMarker(max_sessions=1, load=saved.get)
+
+    def entry(session: str, name: str, eid: str) -> dict[str, str]:
+        return {"event.name": name, "event.id": eid, "gen_ai.agent.type": "a", "gen_ai.session.id": session}
+
+    marker.apply(entry("s1", "user.prompt", "p1"))
+    marker.apply(entry("s2", "user.prompt", "p2"))
+    saved.update(marker.changes())
+    assert set(saved) == {"a\x1fs1", "a\x1fs2"} and marker.changes() == []
+    end = entry("s1", "session.end", "e1")
+    marker.apply(end)
+    assert end["turn.ends"] == ["p1"]
+    assert dict(marker.changes())["a\x1fs1"] == ["p1", [], ["p1"]]
+    forgetful = TurnMarker(max_sessions=1)  # no store behind it: an evicted session is forgotten
+    forgetful.apply(entry("s1", "user.prompt", "p1"))
+    forgetful.apply(entry("s2", "user.prompt", "p2"))
+    again = entry("s1", "session.end", "e1")
+    forgetful.apply(again)
+    assert "turn.ends" not in again and forgetful.changes() == [("a\x1fs1", [None, [], []])]

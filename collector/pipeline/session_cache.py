@@ -18,9 +18,12 @@ S = TypeVar("S")
 
 
 class SessionCache(Generic[S]):
-    def __init__(self, cap: int, load: Callable[[str], S | None] | None = None) -> None:
+    def __init__(self, cap: int, load: Callable[[str], S | None] | None = None, keep_evicted: bool = True) -> None:
+        """``keep_evicted`` False: a session that leaves memory is dropped, not parked for :meth:`drain`
+        (a cache nobody drains, with no store behind it)."""
         self._cap = max(1, cap)
         self._load = load
+        self._keep = keep_evicted
         self._items: OrderedDict[str, S] = OrderedDict()
         self._dirty: set[str] = set()
         self._parked: dict[str, S] = {}  # evicted before they were saved
@@ -59,7 +62,8 @@ class SessionCache(Generic[S]):
             old, state = self._items.popitem(last=False)
             if old in self._dirty:
                 self._dirty.discard(old)
-                self._parked[old] = state
+                if self._keep:
+                    self._parked[old] = state
 
     def items(self) -> Iterator[tuple[str, S]]:
         """The sessions in memory, least recently used first."""

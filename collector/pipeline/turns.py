@@ -11,18 +11,21 @@ own ``event.id``). Two fields carry this in the output (schemas/activity-event.s
 
 Entries that only describe the session (``session.start``/``session.status``/``session.end``) outside any
 turn get no ``turn.key``. A turn that simply goes quiet has no end entry: consumers decide what idle means
-(the trace exporter sends it after ``turn_idle_timeout``). Pure state, no I/O and no clock; the state
-(each session's current and open turns) is saved with every checkpoint commit.
+(the trace exporter sends it after ``turn_idle_timeout``). No I/O and no clock: each session's state (its
+current, open and recently ended turns) is kept like the correlator's
+(:class:`~collector.pipeline.session_cache.SessionCache`): the most recently used sessions in memory, what
+changed handed out by :meth:`TurnMarker.changes` for the next checkpoint commit, a session that left
+memory loaded back through ``load``.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from collector.pipeline.session_cache import SessionCache
+
 Entry = dict[str, Any]
-SessionKey = tuple[str, str]  # agent, session id
 KEY = "turn.key"
 ENDS = "turn.ends"
 SESSION_ONLY = frozenset({"session.start", "session.end", "session.status"})
@@ -38,80 +41,96 @@ def ends_its_turn(entry: Mapping[str, Any]) -> bool:
     return name == "session.status" and entry.get("session.status") in ENDING_STATUSES
 
 
-class TurnMarker:
-    """Sets ``turn.key`` / ``turn.ends`` on entries in arrival order (see module docstring)."""
+class _Turns:
+    """One session's turns: the current one, those still open, the last ones ended."""
 
-    def __init__(self, state: Mapping[str, Any] | None = None, max_sessions: int = 5000) -> None:
+    __slots__ = ("current", "open", "ended")
+
+    def __init__(self, current: str | None = None, open_keys: list[str] | None = None,
+                 ended: list[str] | None = None) -> None:
+        self.current = current
+        self.open = open_keys if open_keys is not None else []
+        self.ended = ended if ended is not None else []  # a straggler does not reopen one of these
+
+    def encode(self) -> list[Any]:
+        return [self.current, self.open, self.ended]
+
+
+class TurnMarker:
+    """Sets ``turn.key`` / ``turn.ends`` on entries in arrival order (see module docstring).
+
+    ``state``: what :meth:`state` returned (all sessions in one value; also an older version's checkpoint),
+    taken back; ``load``: one saved session by key (``agent\\x1fsession``, the checkpoint store's), None when
+    there is none. Without ``load`` a session that leaves memory is forgotten."""
+
+    def __init__(self, state: Mapping[str, Any] | None = None, max_sessions: int = 5000,
+                 load: Callable[[str], Any] | None = None) -> None:
         self.max_sessions = max_sessions
-        self.current: OrderedDict[SessionKey, str] = OrderedDict()
-        self.open: dict[SessionKey, list[str]] = {}
-        self.ended: dict[SessionKey, list[str]] = {}  # the last turns ended: a straggler does not reopen one
+        self._sessions: SessionCache[_Turns] = SessionCache(
+            max_sessions, None if load is None else lambda key: _decode(load(key)), keep_evicted=load is not None)
         for agent, session, key, open_keys, *ended in (state or {}).get("sessions", []):
-            if key is not None:
-                self.current[(agent, session)] = key
-            if open_keys:
-                self.open[(agent, session)] = list(open_keys)
-            if ended and ended[0]:
-                self.ended[(agent, session)] = list(ended[0])
+            self._sessions.put(f"{agent}\x1f{session}",
+                               _Turns(key, list(open_keys or []), list(ended[0]) if ended and ended[0] else []))
 
     def apply(self, entry: Entry) -> None:
-        skey = (str(entry.get("gen_ai.agent.type") or ""), str(entry.get("gen_ai.session.id") or ""))
-        key, ends = self._key(entry, skey)
+        skey = f"{entry.get('gen_ai.agent.type') or ''}\x1f{entry.get('gen_ai.session.id') or ''}"
+        turns = self._sessions.get(skey)
+        if turns is None:
+            turns = _Turns()
+            self._sessions.put(skey, turns)
+        key, ends = self._key(entry, turns)
+        ended = turns.ended
         if key is not None:
             entry[KEY] = key
-            open_keys = self.open.setdefault(skey, [])
-            if key not in open_keys and key not in self.ended.get(skey, ()):
-                open_keys.append(key)
+            if key not in turns.open and key not in ended:
+                turns.open.append(key)
         if entry.get("event.name") == "session.end":
-            ends += self.open.pop(skey, [])
+            ends += turns.open
+            turns.open = []
         elif key is not None and ends_its_turn(entry):
             ends.append(key)
-        ends = sorted({k for k in ends if k not in self.ended.get(skey, ())})
-        for ended in ends:
-            if ended in self.open.get(skey, ()):
-                self.open[skey].remove(ended)
-            recent = self.ended.setdefault(skey, [])
-            recent.append(ended)
-            del recent[:-RECENT_ENDED]
+        if not ends:
+            return
+        ends = sorted({k for k in ends if k not in ended})
+        for done in ends:
+            if done in turns.open:
+                turns.open.remove(done)
+            ended.append(done)
+        del ended[:-RECENT_ENDED]
         if ends:
             entry[ENDS] = ends
-        self._evict()
 
-    def _key(self, entry: Entry, skey: SessionKey) -> tuple[str | None, list[str]]:
+    @staticmethod
+    def _key(entry: Entry, turns: _Turns) -> tuple[str | None, list[str]]:
         name = entry.get("event.name")
         turn_id = entry.get("gen_ai.turn.id")
-        event_id = str(entry.get("event.id") or "")
         if name == "user.prompt":
-            key = str(turn_id or event_id)
-            previous = self.current.get(skey)
-            self._set_current(skey, key)
-            if previous is not None and previous != key and previous in self.open.get(skey, ()):
+            key = str(turn_id or entry.get("event.id") or "")
+            previous = turns.current
+            turns.current = key
+            if previous is not None and previous != key and previous in turns.open:
                 return key, [previous]
             return key, []
         if turn_id:
             return str(turn_id), []
-        current = self.current.get(skey)
-        if current is not None:
-            self.current.move_to_end(skey)
-            return current, []
+        if turns.current is not None:
+            return turns.current, []
         if name in SESSION_ONLY:
             return None, []
-        self._set_current(skey, event_id)
-        return event_id, []
-
-    def _set_current(self, skey: SessionKey, key: str) -> None:
-        self.current[skey] = key
-        self.current.move_to_end(skey)
-
-    def _evict(self) -> None:
-        while len(self.current) > self.max_sessions:
-            skey, _ = self.current.popitem(last=False)
-            self.open.pop(skey, None)
-        for table in (self.open, self.ended):
-            while len(table) > self.max_sessions:
-                table.pop(next(iter(table)))
+        turns.current = str(entry.get("event.id") or "")
+        return turns.current, []
 
     def state(self) -> dict[str, Any]:
-        keys = list(dict.fromkeys([*self.current, *self.open, *self.ended]))
-        return {"sessions": [[a, s, self.current.get((a, s)), self.open.get((a, s), []), self.ended.get((a, s), [])]
-                             for a, s in keys]}
+        """The sessions in memory, as JSON (the trace exporter keeps its own marker's this way)."""
+        return {"sessions": [[*key.split("\x1f", 1), *t.encode()] for key, t in self._sessions.items()]}
+
+    def changes(self) -> list[tuple[str, list[Any]]]:
+        """(key, state) of every session changed since the last call, to be saved."""
+        return [(key, t.encode()) for key, t in self._sessions.drain()]
+
+
+def _decode(raw: Any) -> _Turns | None:
+    if not isinstance(raw, list) or len(raw) != 3:
+        return None
+    current, open_keys, ended = raw
+    return _Turns(current, list(open_keys or []), list(ended or []))
