@@ -104,3 +104,77 @@ def test_store_can_be_turned_off(tmp_path: Path) -> None:
     config = load_config(paths.config_file, env={"AGENT_COLLECTOR_STORE__ENABLED": "false"})
     assert collect(paths, config=config)
     assert not (paths.data_dir / "usage.sqlite").exists()
+
+
+_V1_EVENTS = """CREATE TABLE events (event_id TEXT PRIMARY KEY, name TEXT NOT NULL, time_ns INTEGER NOT NULL,
+  day TEXT NOT NULL, agent TEXT NOT NULL, session TEXT, turn TEXT, scope TEXT, provider TEXT, model TEXT,
+  input INTEGER NOT NULL DEFAULT 0, output INTEGER NOT NULL DEFAULT 0, cache_read INTEGER NOT NULL DEFAULT 0,
+  cache_write INTEGER NOT NULL DEFAULT 0, reasoning INTEGER NOT NULL DEFAULT 0, agent_cost_usd REAL,
+  duration_ms REAL, tool TEXT, tool_status TEXT, error_type TEXT, http_status INTEGER, detail TEXT) WITHOUT ROWID;
+CREATE INDEX events_day ON events(day, agent, model);
+CREATE INDEX events_time ON events(name, time_ns);
+CREATE INDEX events_session ON events(session);
+CREATE INDEX events_model ON events(model);"""
+
+
+def test_a_schema_1_store_moves_into_the_rowid_table(tmp_path: Path) -> None:
+    """A store written before events became a rowid table: every row is kept, the rollup and reports read
+    what they read before, and an entry already in it is still not added twice."""
+    from collector.usage.store import _COLUMNS, event_row
+
+    paths = collected(FIXTURES / "claude-code" / "tool_then_answer", tmp_path)
+    path = paths.data_dir / "usage.sqlite"
+    db = sqlite3.connect(path)
+    names = ",".join(_COLUMNS)
+    rows = db.execute(f"SELECT {names} FROM events ORDER BY event_id").fetchall()
+    slots = db.execute("SELECT * FROM slots ORDER BY 1, 2, 3, 4, 5, 6").fetchall()
+    db.executescript(f"DROP TABLE events; {_V1_EVENTS}; UPDATE meta SET value = '1' WHERE key = 'schema_version';")
+    db.executemany(f"INSERT INTO events({names}) VALUES({','.join('?' * len(_COLUMNS))})", rows)
+    db.commit()
+    db.close()
+    entries = read_output(paths.output_dir)
+    assert len(rows) == len(entries) > 5
+    store = UsageStore(path)
+    assert store.add(entries) == 0, "the ids of the old table still dedupe"
+    store.close()
+    db = sqlite3.connect(path)
+    assert db.execute(f"SELECT {names} FROM events ORDER BY event_id").fetchall() == rows
+    assert db.execute("SELECT * FROM slots ORDER BY 1, 2, 3, 4, 5, 6").fetchall() == slots
+    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("2",)
+    indexes = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'events'")}
+    assert "events_time" in indexes and not indexes & {"events_day", "events_session", "events_model"}
+    assert [tuple(event_row(e)) for e in sorted(entries, key=lambda e: e["event.id"])] == rows
+
+
+def test_sessions_folded_per_batch_equal_one_upsert_per_entry(tmp_path: Path) -> None:
+    """One upsert per session of a batch gives the rows one upsert per entry gave (project and model
+    first seen, first/last times, the latest status, a later one winning a tie)."""
+    from collector.usage.store import _SESSION_UPSERT, fold_sessions, session_row
+
+    base = {"event.name": "llm.response", "gen_ai.agent.type": "codex"}
+    entries = [
+        {**base, "event.id": "1", "time_unix_nano": 50, "gen_ai.session.id": "a"},
+        {**base, "event.id": "2", "time_unix_nano": 40, "gen_ai.session.id": "a", "workspace.path": "/p",
+         "event.name": "session.status", "session.status": "working"},
+        {**base, "event.id": "3", "time_unix_nano": 40, "gen_ai.session.id": "a", "agent.model": "m1",
+         "event.name": "session.status", "session.status": "waiting"},
+        {**base, "event.id": "4", "time_unix_nano": 30, "gen_ai.session.id": "a", "workspace.path": "/q",
+         "agent.model": "m2", "event.name": "session.status", "session.status": "idle"},
+        {**base, "event.id": "5", "time_unix_nano": 90, "gen_ai.session.id": "b"},
+        {**base, "event.id": "6", "time_unix_nano": 10, "gen_ai.session.id": "b", "event.name": "session.status",
+         "session.status": "closed"},
+        {**base, "event.id": "7", "time_unix_nano": 5, "gen_ai.session.id": None},
+    ]
+    stored = ("codex", "a", None, None, 45, 45, "ready", 35)
+    results = []
+    for folded in (False, True):
+        db = sqlite3.connect(":memory:")
+        db.execute("CREATE TABLE sessions (agent TEXT, session TEXT, project TEXT, model TEXT, first_ns INTEGER,"
+                   " last_ns INTEGER, status TEXT, status_ns INTEGER, PRIMARY KEY (agent, session))")
+        db.execute("INSERT INTO sessions VALUES(?,?,?,?,?,?,?,?)", stored)
+        rows = [session_row(e) for e in entries]
+        db.executemany(_SESSION_UPSERT, fold_sessions(rows) if folded else [r for r in rows if r is not None])
+        results.append(db.execute("SELECT * FROM sessions ORDER BY session").fetchall())
+    assert results[0] == results[1]
+    assert results[1] == [("codex", "a", "/p", "m1", 30, 50, "waiting", 40),
+                          ("codex", "b", None, None, 10, 90, "closed", 10)]

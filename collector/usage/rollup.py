@@ -29,7 +29,6 @@ CREATE TABLE IF NOT EXISTS slots (
   PRIMARY KEY (slot, agent, session, model, provider, band)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS slots_session ON slots(agent, session);
-CREATE TEMP TABLE IF NOT EXISTS incoming (event_id TEXT PRIMARY KEY) WITHOUT ROWID;
 """
 
 COUNTED = ("(e.name IN ('llm.response', 'tool.call', 'error') "
@@ -51,8 +50,8 @@ _UPSERT = f"""
 INSERT INTO slots
 SELECT e.time_ns / {SLOT_NS}, e.agent, COALESCE(e.session, ''), COALESCE(e.model, ''), COALESCE(e.provider, ''),
        {_BAND}, {_SUMS}
-FROM {{source}}
-WHERE {COUNTED}
+FROM events e
+WHERE {COUNTED}{{since}}
 GROUP BY 1, 2, 3, 4, 5, 6
 ON CONFLICT(slot, agent, session, model, provider, band) DO UPDATE SET {_ADD},
   agent_cost = CASE WHEN excluded.agent_cost IS NULL THEN agent_cost
@@ -73,7 +72,7 @@ def rebuild(db: sqlite3.Connection) -> None:
     db.execute("BEGIN IMMEDIATE")
     try:
         db.execute("DELETE FROM slots")
-        db.execute(_UPSERT.format(source="events e"))
+        db.execute(_UPSERT.format(since=""))
         db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES('rollup_edges', ?)", (EDGES_KEY,))
         db.execute("COMMIT")
     except BaseException:
@@ -81,19 +80,15 @@ def rebuild(db: sqlite3.Connection) -> None:
         raise
 
 
-def stage(db: sqlite3.Connection, ids: Iterable[str]) -> None:
-    """Before inserting a batch (inside its transaction): remember which of its ids are new."""
-    db.execute("DELETE FROM incoming")
-    db.executemany("INSERT OR IGNORE INTO incoming(event_id) VALUES(?)", ((i,) for i in ids))
-    db.execute("DELETE FROM incoming WHERE event_id IN (SELECT event_id FROM events)")
+def last_id(db: sqlite3.Connection) -> int:
+    """Before inserting a batch (inside its transaction): the entries it adds will have ids above this."""
+    return int(db.execute("SELECT COALESCE(MAX(id), 0) FROM events").fetchone()[0])
 
 
-def add_staged(db: sqlite3.Connection) -> None:
-    """After inserting the batch: add the new entries to the rollup."""
-    # CROSS JOIN keeps the batch's ids the outer loop: with a plain JOIN SQLite chose to walk every counted
-    # event of the store by name and probe the batch, so each batch cost more than the one before.
-    db.execute(_UPSERT.format(source="incoming i CROSS JOIN events e ON e.event_id = i.event_id"))
-    db.execute("DELETE FROM incoming")
+def add_since(db: sqlite3.Connection, last: int) -> None:
+    """After inserting the batch: add the entries it added (``events.id`` above ``last``) to the rollup.
+    ``events`` is a rowid table, so a new row's id is above every id it had: a range, no lookups."""
+    db.execute(_UPSERT.format(since=" AND e.id > ?"), (last,))
 
 
 def usable(db: sqlite3.Connection, thresholds: Iterable[int]) -> bool:

@@ -1,10 +1,12 @@
 """The local usage store: every entry's numbers in one SQLite database under the data directory.
 
-One row per entry (``events``, keyed by ``event.id``) with its time, UTC day, agent, session, model,
-tokens, tool outcome and error class, one row per session (``sessions``) with its project (the
-workspace path), model and last status, the models seen (``models``, for the price lookup) and the
-rollup the reports read (``slots``, see ``collector.usage.rollup``). No prompt, completion or tool text
-is kept; an error's message only when content capture put it in the entry.
+One row per entry (``events``, a rowid table appended in arrival order, ``event_id`` unique) with its
+time, UTC day, agent, session, model, tokens, tool outcome and error class, one row per session
+(``sessions``) with its project (the workspace path), model and last status, the models seen (``models``,
+for the price lookup) and the rollup the reports read (``slots``, see ``collector.usage.rollup``). Random
+ids land on random pages, so the id is the only random key: one more index (name, time) serves the
+dashboard. No prompt, completion or tool text is kept; an error's message only when content capture put
+it in the entry.
 
 Exactly once, like the JSONL file: ``INSERT OR IGNORE`` on the event id, committed (WAL,
 ``synchronous=FULL``) inside ``export`` and so before the checkpoint that covers the batch; a batch
@@ -23,13 +25,14 @@ from typing import Any
 from collector.usage import rollup
 from collector.util.private import create_private, private_dir
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: ``events`` is a rowid table (appended in arrival order) with one unique index on the id
 FILE_NAME = "usage.sqlite"
 CACHE_KIB = 8192  # SQLite's page cache (its default, 2 MiB, made a growing store re-read its pages)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
-  event_id TEXT PRIMARY KEY,
+  id INTEGER PRIMARY KEY,
+  event_id TEXT NOT NULL UNIQUE,
   name TEXT NOT NULL,
   time_ns INTEGER NOT NULL,
   day TEXT NOT NULL,
@@ -51,11 +54,8 @@ CREATE TABLE IF NOT EXISTS events (
   error_type TEXT,
   http_status INTEGER,
   detail TEXT
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS events_day ON events(day, agent, model);
+);
 CREATE INDEX IF NOT EXISTS events_time ON events(name, time_ns);
-CREATE INDEX IF NOT EXISTS events_session ON events(session);
-CREATE INDEX IF NOT EXISTS events_model ON events(model);
 CREATE TABLE IF NOT EXISTS sessions (
   agent TEXT NOT NULL,
   session TEXT NOT NULL,
@@ -155,10 +155,54 @@ def session_row(entry: dict[str, Any]) -> tuple[Any, ...] | None:
             status, time_ns if status else None)
 
 
+def fold_sessions(rows: Iterable[tuple[Any, ...] | None]) -> list[tuple[Any, ...]]:
+    """One row per session of a batch, folded in order by the rules of ``_SESSION_UPSERT`` (first project
+    and model, earliest first, latest last, the status with the latest time, a later one on a tie), so one
+    upsert per session gives what one per entry gave."""
+    folded: dict[tuple[str, str], tuple[Any, ...]] = {}
+    for row in rows:
+        if row is None:
+            continue
+        key = (row[0], row[1])
+        old = folded.get(key)
+        if old is None:
+            folded[key] = row
+            continue
+        newer = row[6] is not None and row[7] >= (old[7] or 0)
+        folded[key] = (key[0], key[1], old[2] if old[2] is not None else row[2], old[3] if old[3] is not None
+                       else row[3], min(old[4], row[4]), max(old[5], row[5]), row[6] if newer else old[6],
+                       row[7] if newer else old[7])
+    return list(folded.values())
+
+
 def _day_start_slot(day: str) -> int:
     import calendar
 
     return calendar.timegm(time.strptime(day, "%Y-%m-%d")) * 10**9 // rollup.SLOT_NS
+
+
+_V1_INDEXES = ("events_day", "events_time", "events_session", "events_model")
+
+
+def _migrate(db: sqlite3.Connection) -> None:
+    """A store of schema 1 (``events`` keyed by its id, WITHOUT ROWID, four more indexes): its rows move
+    into the rowid table, oldest first, in one transaction."""
+    columns = [row[1] for row in db.execute("PRAGMA table_info(events)")]
+    if not columns or "id" in columns:
+        return
+    names = ",".join(_COLUMNS)
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        for index in _V1_INDEXES:
+            db.execute(f"DROP INDEX IF EXISTS {index}")
+        db.execute("ALTER TABLE events RENAME TO events_v1")
+        db.execute(_SCHEMA[:_SCHEMA.index(";")])  # the new events table
+        db.execute(f"INSERT INTO events({names}) SELECT {names} FROM events_v1 ORDER BY time_ns, event_id")
+        db.execute("DROP TABLE events_v1")
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
 
 
 def connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
@@ -174,8 +218,9 @@ def connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=FULL")
         db.execute(f"PRAGMA cache_size={-CACHE_KIB}")
+        _migrate(db)
         db.executescript(_SCHEMA)
-        db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', ?)", (str(SCHEMA_VERSION),))
+        db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES('schema_version', ?)", (str(SCHEMA_VERSION),))
         path.chmod(0o600)
     except BaseException:
         db.close()  # a full disk: the caller tries again later, without a descriptor left behind
@@ -206,15 +251,15 @@ class UsageStore:
     def add(self, entries: Sequence[dict[str, Any]]) -> int:
         """Insert the entries not stored yet, in one committed transaction; returns how many were new."""
         rows = [event_row(e) for e in entries]
-        sessions = [s for s in (session_row(e) for e in entries) if s is not None]
+        sessions = fold_sessions(session_row(e) for e in entries)
         db = self._db
         db.execute("BEGIN IMMEDIATE")
         try:
-            rollup.stage(db, (r[0] for r in rows))
+            last = rollup.last_id(db)
             before = db.total_changes
             db.executemany(_INSERT, rows)
             added = db.total_changes - before
-            rollup.add_staged(db)
+            rollup.add_since(db, last)
             db.executemany(_SESSION_UPSERT, sessions)
             db.executemany("INSERT OR IGNORE INTO models(model, provider) VALUES(?, ?)",
                            {(r[9], r[8] or "") for r in rows if r[9]})
