@@ -42,6 +42,7 @@ class CollectorSection:
     user_id: str
     host_name: str
     poll_interval_s: float
+    rescan_s: float
     batch_size: int
     max_line_bytes: int
     seen_retention_days: int

@@ -34,6 +34,7 @@ import orjson
 
 from collector import __version__
 from collector.agents.registry import load_parser
+from collector.change_set import ChangeSet
 from collector.config import Config, ConfigError, agent_setting, load_for
 from collector.definitions import AgentDefinition
 from collector.delivery import Delivery
@@ -61,7 +62,7 @@ from collector.pipeline.quarantine import DueEntry, Quarantine, quarantine_dir
 from collector.pipeline.status import SessionStatusTracker
 from collector.pipeline.turns import TurnMarker
 from collector.plugins import check_definition, load_agents
-from collector.sources.base import Position, Source
+from collector.sources.base import Narrowable, Position, Scope, Source
 from collector.sources.factory import BuildContext, build_sources
 from collector.sources.jsonl_files import JsonlFiles
 from collector.sources.spool_writer import SpoolWriter
@@ -130,6 +131,8 @@ class Service:
         self._pruned_at = 0.0
         self._housekept_at: float | None = None
         self._watch_dirs: list[str] = []  # published by the worker, read by the file-event task
+        self._changes = ChangeSet()  # the paths file events named, for the worker
+        self._swept_at = -float("inf")  # when a cycle last swept the file sources (monotonic)
         self._lock_fd: int | None = None
         self._store: CheckpointStore | None = None
         self._rebuilt: dict[str, Any] | None = None
@@ -567,6 +570,8 @@ class Service:
             while not self._stop.is_set():
                 self._wake.clear()
                 result = loop.run_until_complete(self._cycle())
+                if result.blocked is not None:
+                    self._changes.everything()  # the sources it did not reach get every file next time
                 if time.monotonic() - self._pruned_at >= PRUNE_EVERY_S:
                     self._prune_seen()
                 self._watch_dirs = self._current_watch_dirs()
@@ -589,33 +594,62 @@ class Service:
     async def _cycle(self) -> CycleResult:
         """One daemon cycle; it also answers the `collect --once` runs waiting for it (collector.handoff)."""
         tokens = self.requests.take()
+        self._narrow(everything=bool(tokens))
         meter = self.requests.meter(tokens, self.sources) if tokens else None
         result = await self.collect_once(meter)
         if tokens:
             self.requests.finish(tokens, result.records, result.entries, result.by_agent)
         return result
 
+    def _narrow(self, everything: bool) -> None:
+        """What the file sources read this cycle: every file when asked (``collect --once``), when file
+        events are not delivered or may have been missed (``ChangeSet``); else the files events named,
+        plus, every ``poll_interval_s``, a sweep: folders whose mtime moved are listed again and a
+        ``poll_interval_s / rescan_s`` share of the files is stat-ed, so that each is checked within
+        ``rescan_s`` even if its event was lost."""
+        changed, full = self._changes.take()
+        col = self.config.collector
+        now = time.monotonic()
+        scope: Scope | None = None
+        if everything or full or not self._changes.watching:
+            self._swept_at = now
+        else:
+            due = now - self._swept_at >= 0.9 * col.poll_interval_s  # the wait ends a little early, never late
+            self._swept_at = now if due else self._swept_at
+            scope = Scope(changed, min(1.0, col.poll_interval_s / col.rescan_s) if due else 0.0)
+        for source in self.sources:
+            if isinstance(source, Narrowable):
+                source.narrow(scope)
+
     async def _watch_files(self) -> None:
-        """File events wake the worker. The directories come from the worker (``_watch_dirs``, updated
-        after every cycle), so this loop never touches a source."""
+        """File events wake the worker and name the paths that changed (``ChangeSet``). The directories
+        come from the worker (``_watch_dirs``, updated after every cycle), so this loop never touches a
+        source."""
         import watchfiles
 
         while not self._stop.is_set():
             dirs = self._watch_dirs
             if not dirs:
+                self._changes.watch(False)
                 await asyncio.sleep(1)
                 continue
             try:
                 async for changes in watchfiles.awatch(*dirs, debounce=20, step=10, stop_event=self._stop,
                                                        rust_timeout=1000, yield_on_timeout=True,
                                                        watch_filter=WakeFilter()):
+                    if not self._changes.watching:  # the first yield: the watch is set up; a cycle
+                        self._changes.watch(True)  # reads every file, for what came before it
+                        self._wake.set()
                     if changes:  # a timeout yields nothing: it only lets the directories be checked
+                        self._changes.add(path for _, path in changes)
                         self._wake.set()
                     if self._watch_dirs != dirs:
                         break  # new directories appeared: watch them too
             except (OSError, RuntimeError) as exc:
                 log.warning("file events unavailable (%s); polling only", exc)
+                self._changes.watch(False)
                 await asyncio.sleep(5)
+            self._changes.watch(False)  # until the new watch is set up
 
     # -- status -----------------------------------------------------------------------------------
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from collector.model.raw import RawRecord
 
@@ -38,6 +38,24 @@ class SourceStats:
         out = {k: getattr(self, k) for k in self.__slots__ if k != "extra"}
         out.update(self.extra)
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """What the next ``read`` of a file source looks at, when not every file (the daemon's cycles):
+    ``changed``, the paths file events named since the last cycle (new ones among them are read too);
+    ``sweep``, the share of the source's known files to ``stat`` as well, in turns (1.0: all of them),
+    the safety net for an event that was lost; with ``sweep`` > 0 the folders are listed again (only
+    those whose mtime moved) and files found new are read."""
+
+    changed: frozenset[str] = frozenset()
+    sweep: float = 1.0
+
+
+@runtime_checkable
+class Narrowable(Protocol):
+    def narrow(self, scope: Scope | None) -> None:
+        """The next ``read`` only: ``None`` reads every file (as ``collect --once`` does)."""
 
 
 class Source(Protocol):

@@ -23,7 +23,6 @@ counted as oversized and skipped.
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import logging
 import os
@@ -37,9 +36,10 @@ from collector.definitions import AgentDefinition
 from collector.definitions.schema import kind_schema
 from collector.model.raw import RawRecord
 from collector.registry import Plugin
-from collector.sources.base import Item, Position, SourceStats
+from collector.sources.base import Item, Position, Scope, SourceStats
 from collector.sources.context import BuildContext, SourceBuilder
 from collector.sources.decode import loads
+from collector.sources.file_index import ScopedFiles
 from collector.sources.regular import NotRegular, open_regular, read_all
 
 log = logging.getLogger(__name__)
@@ -68,6 +68,8 @@ class JsonDocuments:
         prefix = self.stream_prefix
         self._refused: set[str] = set()
         self._seen = {k[len(prefix) :]: v for k, v in positions.items() if k.startswith(prefix)}
+        self._files = ScopedFiles(self.globs, self.watch_paths())
+        self._scope: Scope | None = None
 
     @property
     def stream_prefix(self) -> str:
@@ -81,17 +83,28 @@ class JsonDocuments:
         return sorted(d.rstrip("/") or "/" for d in dirs)
 
     def files(self) -> list[str]:
-        found: set[str] = set()
-        for pattern in self.globs:
-            found.update(glob.glob(pattern))
-        return sorted(found)
+        return sorted(self._files.index.files())
+
+    def narrow(self, scope: Scope | None) -> None:
+        """The next ``read`` looks at ``scope`` only (``collector.sources.base.Scope``); None: every file."""
+        self._scope = scope
 
     async def read(self) -> AsyncIterator[Item]:
-        for path in self.files():
+        scope, self._scope = self._scope, None
+        paths = self.files() if scope is None or scope.sweep >= 1.0 else \
+            self._files.pick(scope, self.files, self._files.index.matches, lambda p: p not in self._seen)
+        for path in paths:
             for item in self._read_path(path):
                 yield item
 
     def _read_path(self, path: str) -> list[Item]:
+        stored = self._seen.get(path)
+        try:
+            st = os.stat(path)
+        except OSError:
+            st = None  # opening it says why
+        if stored and st and stored.get("mtime_ns") == st.st_mtime_ns and stored.get("size") == st.st_size:
+            return []  # unchanged: not opened (the idle cost)
         try:
             fd = open_regular(path)
         except FileNotFoundError:
@@ -103,7 +116,6 @@ class JsonDocuments:
             self._error(f"{path}: {exc.strerror}")
             return []
         try:
-            stored = self._seen.get(path)
             item = self._read_open(path, fd)
         finally:
             os.close(fd)

@@ -14,7 +14,6 @@ Files are never held open between reads, so rotation and deletion never leak des
 from __future__ import annotations
 
 import fnmatch
-import glob
 import logging
 import os
 import time
@@ -23,9 +22,10 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
 from collector.model.raw import RawRecord
-from collector.sources.base import Item, Position, SourceStats
+from collector.sources.base import Item, Position, Scope, SourceStats
 from collector.sources.decode import loads
 from collector.sources.file_identity import FileIdentity, identify, tail_digest
+from collector.sources.file_index import ScopedFiles
 from collector.sources.line_reader import LineCursor, iter_lines
 from collector.sources.regular import NotRegular, open_regular
 
@@ -79,10 +79,14 @@ class JsonlFiles:
         self._unreadable: set[str] = set()  # folders a glob could not list
         self._inside_checked: set[str] = set()  # paths known to stay inside the globs
         self._quiet: dict[str, tuple[tuple[int, int, int, int], int]] = {}  # path -> (stat, offset) at its end
+        self._scope: Scope | None = None  # what the next read looks at (None: every file)
+        self._added: set[str] = set()  # hook-named paths not read yet
+        self._sorted: tuple[tuple[int, int], list[str]] = ((-1, -1), [])  # files() as last sorted
         self.stats.extra["lag_bytes"] = 0
         prefix = self.stream_prefix
         self._positions = {k[len(prefix) :]: v for k, v in positions.items() if k.startswith(prefix)}
         self.extra_paths.update(p for p, v in self._positions.items() if v.get("extra"))
+        self._files = ScopedFiles(self.globs, self.watch_paths())
 
     @property
     def stream_prefix(self) -> str:
@@ -107,6 +111,7 @@ class JsonlFiles:
                         "are counted as refused_path_repeats, not logged)", self.name, path, ", ".join(self.globs))
             return False
         self.extra_paths.add(path)
+        self._added.add(path)
         return True
 
     def covers(self, path: str) -> bool:
@@ -124,11 +129,28 @@ class JsonlFiles:
         return sorted(d.rstrip("/") or "/" for d in dirs)
 
     def files(self) -> list[str]:
-        found: set[str] = set(self.extra_paths)
-        for pattern in self.globs:
-            found.update(glob.glob(pattern))
+        """Every file: the globs' (folders listed again only when they changed) and the hook-named ones."""
+        found = self._files.index.files()
         self._count_unreadable_dirs()
-        return sorted(p for p in found if self._inside(p))
+        key = (self._files.index.version, len(self.extra_paths))
+        if key != self._sorted[0]:
+            self._sorted = (key, sorted(p for p in found | self.extra_paths if self._inside(p)))
+        return self._sorted[1]
+
+    def narrow(self, scope: Scope | None) -> None:
+        """The next ``read`` looks at ``scope`` only (``collector.sources.base.Scope``); None: every file."""
+        self._scope = scope
+
+    def _to_read(self) -> list[str]:
+        scope, self._scope = self._scope, None
+        added, self._added = self._added, set()
+        if scope is None or scope.sweep >= 1.0:
+            return self.files()
+        picked = self._files.pick(scope, self.files, self._wants, lambda p: p not in self._quiet)
+        return sorted(added.union(picked)) if added else picked
+
+    def _wants(self, path: str) -> bool:
+        return (path in self.extra_paths or self._files.index.matches(path)) and self._inside(path)
 
     def _inside(self, path: str) -> bool:
         """A symlink among the agent's files is followed only to a file our globs cover (checked once)."""
@@ -145,9 +167,8 @@ class JsonlFiles:
         return True
 
     def _count_unreadable_dirs(self) -> None:
-        """glob skips a folder it cannot list without a word; count (and log once) the ones we miss."""
-        unreadable = {d for pattern in self.globs for d in glob.glob(os.path.dirname(pattern))
-                      if os.path.isdir(d) and not os.access(d, os.R_OK | os.X_OK)}
+        """A folder we cannot list hides its files; count (and log once) the ones we miss."""
+        unreadable = set(self._files.index.unreadable)
         for folder in unreadable - self._unreadable:
             log.warning("%s: cannot read the folder %s; its files are not collected", self.name, folder)
         self._unreadable = unreadable
@@ -178,7 +199,7 @@ class JsonlFiles:
         return total
 
     async def read(self) -> AsyncIterator[Item]:
-        for path in self.files():
+        for path in self._to_read():
             for item in self._read_path(path):
                 yield item
 
