@@ -5,7 +5,8 @@ every exporter, and only then are its positions (with the dedupe ids and exporte
 (``collector.delivery``). ``collect_once`` runs one cycle. ``serve`` runs the cycles in one worker thread
 (the *delivery* thread, with its own private event loop for the sources' async iterators) and keeps the
 asyncio loop of the daemon for I/O only: signals, file events (watchfiles), the ingest server, timers.
-File events and the poll interval wake the worker. A batch an exporter refuses (a full disk) is held,
+File events and the poll interval wake the worker; the events name the files a cycle reads (``_narrow``).
+A batch an exporter refuses (a full disk) is held,
 uncommitted, and offered again about once a second; nothing sleeps on the loop. SIGTERM/SIGINT stop the
 worker at the next batch boundary and shut the exporters down within a bounded time; a second signal
 exits at once.

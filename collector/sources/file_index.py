@@ -23,6 +23,7 @@ from collector.sources.base import Scope
 
 RACY_NS = 2_000_000_000  # a listing this close to the folder's mtime is not trusted (coarse mtimes)
 Stamp = tuple[int, int, int, int]  # st_dev, st_ino, st_mode, st_mtime_ns
+_Walk = tuple[list[list[tuple[str, bool]]], set[str], set[str], set[tuple[str, str]]]
 
 
 @dataclass(slots=True)
@@ -41,19 +42,29 @@ class GlobIndex:
         self._patterns = [_segments(g) for g in globs]
         self._listings: dict[tuple[str, str], _Listing] = {}
         self._files: set[str] = set()
+        self._singles: set[str] = set()
+        self._relisted = False  # a folder was listed again during this files()
         self.unreadable: set[str] = set()  # folders the globs reach that cannot be listed
         self.version = 0
 
     def files(self) -> set[str]:
-        found: set[str] = set()
+        leaves: list[list[tuple[str, bool]]] = []  # the listings whose entries are files
+        singles: set[str] = set()  # paths the globs name without a wildcard, if they exist
         unreadable: set[str] = set()
         seen: set[tuple[str, str]] = set()
+        self._relisted = False
         for base, parts in self._patterns:
-            self._walk(base, parts, found, unreadable, seen)
-        for key in [k for k in self._listings if k not in seen]:  # folders gone or no longer reached
+            self._walk(base, parts, (leaves, singles, unreadable, seen))
+        gone = [k for k in self._listings if k not in seen]  # folders gone or no longer reached
+        for key in gone:
             del self._listings[key]
-        if found != self._files:
-            self._files, self.version = found, self.version + 1
+        if self._relisted or gone or singles != self._singles or self.version == 0:
+            found = set(singles)
+            for leaf in leaves:
+                found.update(path for path, _ in leaf)
+            if found != self._files or self.version == 0:
+                self._files, self.version = found, self.version + 1
+            self._singles = singles
         self.unreadable = unreadable
         return self._files
 
@@ -62,23 +73,24 @@ class GlobIndex:
         parts = path.split(os.sep)
         return any(len(parts) == len(wanted) and all(map(_segment_matches, parts, wanted)) for wanted in self._globs)
 
-    def _walk(self, folder: str, parts: tuple[str, ...], found: set[str], unreadable: set[str],
-              seen: set[tuple[str, str]]) -> None:
+    def _walk(self, folder: str, parts: tuple[str, ...], into: _Walk) -> None:
+        leaves, singles, unreadable, seen = into
         head, rest = parts[0], parts[1:]
         if not glob.has_magic(head):
             path = os.path.join(folder, head)
             if rest:
-                self._walk(path, rest, found, unreadable, seen)
+                self._walk(path, rest, into)
             elif os.path.lexists(path):
-                found.add(path)
+                singles.add(path)
             return
         seen.add((folder, head))
         matches = self._matches(folder, head, unreadable)
+        if not rest:
+            leaves.append(matches)
+            return
         for path, is_dir in matches:
-            if not rest:
-                found.add(path)
-            elif is_dir:
-                self._walk(path, rest, found, unreadable, seen)
+            if is_dir:
+                self._walk(path, rest, into)
 
     def _matches(self, folder: str, segment: str, unreadable: set[str]) -> list[tuple[str, bool]]:
         """The entries of ``folder`` matching ``segment``, listed again only when the folder changed."""
@@ -94,6 +106,7 @@ class GlobIndex:
             matches = _list(folder, segment)
             known = _Listing(stamp, listed_ns - st.st_mtime_ns >= RACY_NS, matches or [], matches is not None)
             self._listings[(folder, segment)] = known
+            self._relisted = True
         if not known.readable:
             unreadable.add(folder)
         return known.matches
@@ -108,16 +121,20 @@ class ScopedFiles:
         self.index = GlobIndex(globs)
         self._under = tuple(d.rstrip(os.sep) + os.sep for d in watched)
         self._at = 0  # where the next slice starts in the sorted list of files
+        self._listed: list[str] | None = None  # files() at the last pick: new files are looked for when it moved
 
     def pick(self, scope: Scope, files: Callable[[], list[str]], wants: Callable[[str], bool],
              new: Callable[[str], bool]) -> list[str]:
-        """``files()``: every file (its listing refreshed); ``wants``: a path named by an event is one of
-        ours; ``new``: a file not read to its end yet."""
+        """``files()``: every file (its listing refreshed; the same list object while nothing changed);
+        ``wants``: a path named by an event is one of ours; ``new``: a file not read to its end yet
+        (looked for when the list changed; one still unfinished then is met again by the slices)."""
         picked = {p for p in scope.changed if wants(p)}
         if scope.sweep > 0 or any(p not in picked and p.startswith(self._under) for p in scope.changed):
             # a folder or a name that is not one of our files moved under our folders: list again
             every = files()
-            picked.update(p for p in every if new(p))
+            if every is not self._listed:
+                picked.update(p for p in every if new(p))
+                self._listed = every
             if scope.sweep > 0:
                 picked.update(self._slice(every, scope.sweep))
         return sorted(picked)

@@ -8,7 +8,10 @@ being skipped. On every read:
 - same inode but smaller than the offset, or another first line: truncated or rewritten, start at 0;
 - another inode at the path: the file was rotated. The old file is looked for by inode next to it
   (renamed, e.g. ``x.jsonl.1``) and read to its end first; then the new file is read from 0.
-Files are never held open between reads, so rotation and deletion never leak descriptors.
+Files are never held open between reads, so rotation and deletion never leak descriptors. A file read to
+its end is not opened again until its size or mtime moves. The daemon ``narrow``s a read to the files
+its file events named and a sweep (``collector.sources.base.Scope``, ``file_index.ScopedFiles``);
+otherwise a read looks at every file the globs match (folders listed again only when they changed).
 """
 
 from __future__ import annotations
