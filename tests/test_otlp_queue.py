@@ -210,6 +210,29 @@ def test_unexpected_exceptions_do_not_kill_delivery(tmp_path: Path) -> None:
     q.shutdown()
 
 
+def test_a_batch_the_inner_exporter_keeps_failing_on_is_narrowed_to_the_bad_entry(tmp_path: Path) -> None:
+    """Not the whole batch dropped for one bad entry: after max_unexpected_failures it is bisected, the
+    entry that fails alone goes to the poison sink with the exception, every other one is delivered once."""
+
+    class Buggy(FakeBackend):
+        def export(self, batch: Sequence[Entry]) -> None:
+            if any(e["seq"] == 137 for e in batch):
+                raise TypeError("bug")
+            super().export(batch)
+
+    backend = Buggy()
+    refused: list[tuple[Entry, str]] = []
+    q = QueuedExporter(backend, tmp_path / "q", options=QueueOptions(max_batch=512, backoff_initial=0.01,
+                                                                     backoff_max=0.01),
+                       poison=lambda e, why: refused.append((e, why)))
+    q.export(entries(300))
+    assert q.flush(10)
+    assert sorted(e["seq"] for e in backend.received) == [i for i in range(300) if i != 137]
+    assert [(e["seq"], why) for e, why in refused] == [(137, "fake: TypeError")]
+    assert q.stats()["rejected"] == 1 and q.stats()["queued"] == 0
+    q.shutdown()
+
+
 def test_a_non_json_entry_is_poison_at_the_door_and_the_rest_is_queued(tmp_path: Path) -> None:
     backend = FakeBackend()
     refused: list[tuple[Entry, str]] = []

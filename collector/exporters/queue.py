@@ -13,6 +13,11 @@ Several queues can share one :class:`~collector.exporters.queue_log.SegmentLog` 
 of them (the first of them to receive it writes; the others find it already there), and each reads it at
 its own pace with its own position, backoff and delivery thread, so a slow signal does not stall another.
 
+An unexpected exception from ``inner`` (a bug, not an ``ExportError``) is retried like a refusal; once the
+same batch failed ``max_unexpected_failures`` times it is bisected (``collector.narrowing``): the entries
+``inner`` fails on alone go to the poison sink (the quarantine, with the exporter's name and the
+exception), the rest is delivered.
+
 When the log holds more than ``cap_bytes``, whole segments are dropped from the oldest end; the entries
 that were still undelivered in them are counted (``dropped``) and logged.
 
@@ -49,6 +54,7 @@ import orjson
 
 from collector.exporters.base import Entry, Exporter, ExportError, PoisonSink, no_sink
 from collector.exporters.queue_log import ACK_FILE, Cursor, SegmentLog, segment_name
+from collector.narrowing import narrow
 
 _log = logging.getLogger(__name__)
 
@@ -335,8 +341,10 @@ class QueuedExporter:
                 if batch is not None:
                     batch.attempts += 1
                     if batch.attempts >= self.options.max_unexpected_failures:
-                        self._reject(batch, f"unexpected error: {exc!r}")
-                        batch = None
+                        batch = self._narrow(batch, exc)
+                        if batch is None:
+                            backoff = 0.0
+                            continue
                 backoff = self._failed(exc, backoff)
 
     def _source(self) -> tuple[SegmentLog, Cursor]:
@@ -404,6 +412,25 @@ class QueuedExporter:
         with self._wake:
             batch.log.acknowledge(batch.cursor, batch.segment, batch.end_offset, batch.lines, delivered)
             self._wake.notify_all()
+
+    def _narrow(self, batch: _Batch, error: Exception) -> _Batch | None:
+        """``inner`` keeps failing on ``batch``: find the entries it fails on alone (``collector.narrowing``),
+        hand them to the poison sink and deliver the rest. None when the batch is done; else the batch
+        with what is left (the backend went away meanwhile: retried with backoff)."""
+        found = narrow(self.inner.export, batch.entries, error)
+        for entry, why in found.poison:
+            reason = f"{self.name}: {type(why).__name__}"
+            _log.error("queue %s: entry %s fails alone, quarantined: %s", self.name, entry.get("event.id"), reason)
+            self.poison(entry, reason)
+        with self._lock:
+            self._counters.rejected += len(found.poison) + len(found.refused)
+        if found.stop is not None:
+            batch.entries, batch.attempts = found.held, 0  # a new list: the parsed one is shared
+            return batch
+        self._commit(batch, delivered=len(batch.entries) - len(found.poison) - len(found.refused))
+        with self._lock:
+            self._counters.last_success_ns = time.time_ns()
+        return None
 
     def _reject(self, batch: _Batch, reason: str) -> None:
         _log.error(
