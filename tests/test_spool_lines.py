@@ -94,3 +94,15 @@ def test_spool_source_keeps_every_neighbour_and_counts_the_odd_lines(tmp_path: P
     stats = source.stats.as_dict()
     assert stats[PAYLOAD_INVALID] == 1 and stats[DROPPED] == 1 and stats["malformed"] == 1
     assert stats["records"] == 4
+
+
+def test_a_bom_and_a_lone_surrogate_cost_no_spool_line() -> None:
+    """As in every JSONL source: a BOM before the first line is skipped; a payload with a lone UTF-16
+    surrogate escape (a cut emoji) keeps its fields, the surrogate becomes U+FFFD."""
+    line = b'{"ts":1.5,"agent":"claude-code","event":"Stop","payload":{"session_id":"s","text":"cut \\ud83d"}}'
+    assert decode_spool_line(b"\xef\xbb\xbf" + line) == decode_spool_line(line)
+    data, counter = decode_spool_line(line)
+    assert counter is None and data["payload"] == {"session_id": "s", "text": "cut \ufffd"}
+    whole = b'\xef\xbb\xbf{"agent":"claude-code","event":"Stop","payload":{"session_id":"s"},"ts":1.5}'
+    assert decode_spool_line(whole) == ({"agent": "claude-code", "event": "Stop", "payload": {"session_id": "s"},
+                                         "ts": 1.5}, None)

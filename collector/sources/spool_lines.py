@@ -7,6 +7,8 @@ text (``payload`` null, ``payload_raw`` the text) and counted; it never costs th
 a payload that happens to close the envelope early (``1,"agent":"x"``) cannot change its fields.
 Lines in another layout (the daemon's own writer, an agent plugin that writes the spool) are parsed whole.
 A line ``{..., "dropped": "<reason>"}`` is the hook saying it gave up on an event: counted, not a record.
+As for every JSONL source (``collector.sources.decode``), a BOM before the line is skipped and lone UTF-16
+surrogate escapes in the payload become U+FFFD instead of costing the payload.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 import orjson
 
+from collector.sources.decode import BOM, loads
 from collector.sources.jsonl_files import Decoded
 
 PAYLOAD_INVALID = "hook_payload_invalid"
@@ -32,6 +35,8 @@ _LEGACY_KEYS = {"ts", "agent", "event", "payload", "payload_raw"}  # the hook be
 
 def decode_spool_line(line: bytes) -> Decoded:
     """``(envelope or None, counter to bump or None)``; raises ValueError for a line that is not ours."""
+    if line.startswith(BOM):
+        line = line[len(BOM):]
     end = len(line.rstrip())
     match = _PREFIX.match(line)
     if match is None or line[end - 1 : end] != b"}":
@@ -46,7 +51,7 @@ def decode_spool_line(line: bytes) -> Decoded:
         envelope["payload"] = None
         return envelope, None
     try:
-        envelope["payload"] = orjson.loads(body)
+        envelope["payload"] = loads(body)
         return envelope, None
     except orjson.JSONDecodeError:
         pass
@@ -59,7 +64,7 @@ def decode_spool_line(line: bytes) -> Decoded:
 
 
 def _whole(line: bytes) -> Decoded:
-    data = orjson.loads(line)
+    data = loads(line)
     if isinstance(data, dict) and "dropped" in data and "payload" not in data:
         return None, DROPPED
     return data, None
