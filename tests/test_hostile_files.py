@@ -300,3 +300,33 @@ def test_an_idle_poll_opens_no_unchanged_file(tmp_path: Path, monkeypatch: pytes
     with (tmp_path / "3.jsonl").open("ab") as f:
         f.write(b'{"n": 33}\n')
     assert read_all(source)[0] == [{"n": 33}] and opened == [str(tmp_path / "3.jsonl")]
+
+
+def test_a_bad_opencode_row_is_quarantined_and_counted_and_costs_only_itself(tmp_path: Path) -> None:
+    """A row whose data is not JSON (a torn write, another version's format) used to vanish uncounted, and
+    made the query of every message row it relates to fail (the message table was never read again)."""
+    import shutil
+    import sqlite3
+
+    case = FIXTURES / "opencode" / "failing_command"
+    clean = prepare_fixture(case, tmp_path / "clean")
+    shutil.rmtree(clean.spool_dir)  # the database alone (the plugin's spool would give the same entries)
+    collect_cli(clean)
+    whole = Counter(e["event.name"] for e in read_output(clean.output_dir))
+    paths = prepare_fixture(case, tmp_path / "bad")
+    shutil.rmtree(paths.spool_dir)
+    db = sqlite3.connect(paths.home / ".local" / "share" / "opencode" / "opencode.db")
+    with db:
+        [(part,)] = db.execute("SELECT id FROM part WHERE json_extract(data, '$.type') = 'tool'").fetchall()
+        db.execute("UPDATE part SET data = '{\"type\": \"tool\", torn' WHERE id = ?", (part,))
+    db.close()
+
+    status = collect_cli(paths)
+
+    entries = read_output(paths.output_dir)
+    assert_no_duplicates(entries)
+    lost = whole - Counter(e["event.name"] for e in entries)
+    assert lost == Counter({"tool.call": 1, "tool.result": 1}), "only the row's own entries"
+    assert status["sources"]["opencode:db"]["errors"] == 0, "the message rows that relate to it are still read"
+    assert status["quarantine"]["by_source"] == {"opencode:sqlite": {"parse: the part row's data is not a JSON "
+                                                                     "object": 1}}

@@ -56,6 +56,7 @@ from collector.agents.common import (
 )
 from collector.agents.opencode_links import task_call
 from collector.model import AgentActivityEntry, RawRecord
+from collector.pipeline.boundary import Refused
 
 TASK_TOOL = "task"  # OpenCode's tool that runs a sub-agent (a child session)
 Emit = Callable[[str, "int | None", "str | None", str, dict[str, Any]], AgentActivityEntry]
@@ -227,6 +228,8 @@ def _parse_row(record: RawRecord) -> list[AgentActivityEntry]:
         return _session_row(emit, row, _str(row.get("id")), _str(record.meta.get("path")))
     data = _json(row.get("data"))
     if not isinstance(data, dict):
+        if table in ("message", "part") and row.get("data") is not None:
+            raise Refused(f"the {table} row's data is not a JSON object")  # quarantined and counted
         return []
     session = _str(row.get("session_id"))
     if table == "message":

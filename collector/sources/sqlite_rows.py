@@ -103,8 +103,9 @@ class TableSpec:
         for rel in self.related:
             inner = (f"SELECT {_quote(rel.column)} AS v FROM {_quote(rel.table)} "
                      f"WHERE {_quote(rel.match)} = {row}.{_quote(rel.on)}")
-            for path, value in rel.where:
-                inner += f" AND json_extract({_quote(rel.column)}, ?) = ?"
+            for path, value in rel.where:  # a related row that is not JSON matches nothing (json_extract
+                column = _quote(rel.column)  # would fail the whole query: one torn row, a table unread)
+                inner += f" AND (CASE WHEN json_valid({column}) THEN json_extract({column}, ?) END) = ?"
                 params += [path, value]
             inner += f" ORDER BY {_quote(rel.key) if rel.key != 'rowid' else 'rowid'}"
             cols.append(f"(SELECT json_group_array(v) FROM ({inner})) AS {_quote(rel.name)}")
