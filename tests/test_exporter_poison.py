@@ -207,3 +207,41 @@ def test_one_kill_in_an_exporter_costs_no_entry(tmp_path: Path) -> None:
                                                                                                      Commit())
     assert fine.calls == 10, "one entry at a time"
     assert fine.taken == Counter(ids(batch(10))) and not sink.got
+
+
+def store_entries(n: int) -> list[Entry]:
+    return [{"event.id": f"{i:032x}", "event.name": "llm.response", "time_unix_nano": 1_796_040_000_000_000_000 + i,
+             "gen_ai.agent.type": "claude-code", "gen_ai.session.id": "s1", "gen_ai.usage.input_tokens": i}
+            for i in range(n)]
+
+
+def test_the_usage_store_raises_what_an_entry_causes_and_refuses_for_later_what_the_disk_causes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real SQLite usage store: an entry SQLite cannot bind (past the boundary, given directly) is
+    found and quarantined, the other 498 are stored once; "database or disk is full" holds the batch."""
+    import sqlite3
+
+    from collector.usage.exporter import UsageStoreExporter
+
+    usage = UsageStoreExporter(tmp_path / "usage.sqlite", 0)
+    entries = store_entries(500)
+    entries[321]["http.response.status_code"] = 2**63  # no SQLite INTEGER holds it
+    entries[100]["gen_ai.agent.type"] = ["claude-code"]  # no SQLite type at all (sqlite3.ProgrammingError)
+    sink = Sink()
+    delivery = Delivery([usage], CheckpointStore(tmp_path / "c.sqlite"), poison=sink)
+    assert delivery.deliver(entries, Commit())
+    assert sorted((s[0], s[3]) for s in sink.got) == [(f"{100:032x}", "usage_store: ProgrammingError"),
+                                                      (f"{321:032x}", "usage_store: OverflowError")]
+    db = sqlite3.connect(tmp_path / "usage.sqlite")
+    stored = [r[0] for r in db.execute("SELECT event_id FROM events ORDER BY event_id")]
+    db.close()
+    assert stored == sorted(e["event.id"] for i, e in enumerate(entries) if i not in (100, 321)), "the rest, once"
+
+    def full(batch: Any) -> int:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    assert usage._store is not None
+    monkeypatch.setattr(usage._store, "add", full)
+    assert not delivery.deliver(store_entries(3), Commit())
+    assert "database or disk is full" in delivery.status()["blocked"]["error"] and len(sink.got) == 2
+    usage.shutdown()

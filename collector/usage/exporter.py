@@ -14,6 +14,10 @@ from collector.usage.store import StoreSettings, UsageStore, store_file
 
 log = logging.getLogger(__name__)
 
+# Errors of the data, not of the database: the transaction is rolled back, nothing of the batch is kept.
+_DATA_ERRORS = (sqlite3.InterfaceError, sqlite3.ProgrammingError, sqlite3.DataError, sqlite3.IntegrityError,
+                OverflowError)
+
 
 class UsageStoreExporter:
     """A store that cannot be opened (a disk already full at start-up) does not stop the daemon: the
@@ -46,9 +50,14 @@ class UsageStoreExporter:
         return self._store
 
     def export(self, batch: Sequence[Entry]) -> None:
+        """A failing database (full, locked, unreadable) refuses the batch for later; an error an entry
+        causes (a value SQLite cannot bind or store) is raised as is, so the delivery chain finds that
+        entry and quarantines it (``collector.delivery``) instead of holding the batch for ever."""
         store = self._open()
         try:
             store.add(batch)
+        except _DATA_ERRORS:
+            raise
         except sqlite3.Error as exc:
             raise ExportError(f"usage store {self.path}: {exc}") from exc
 
