@@ -91,3 +91,42 @@ def test_the_unencodable_entry_is_in_the_quarantine_file_with_its_reason(
     assert ids == {f"{i:032x}" for i in range(100)} - poisoned
     turns = [p for p in receiver.metric_points() if p["name"] == "agent_collector.turns"]
     assert turns, "metrics of the other entries flowed"
+
+
+def test_a_pre_1970_time_through_the_real_daemon_with_otlp_on(receiver: OtlpReceiver, tmp_path: Path) -> None:
+    """The row end to end: a real Claude Code capture with one line dated 1969, the real daemon, OTLP on:
+    every entry reaches the backend (none taken for "endpoint down"), each once, the daemon answers."""
+    import json
+    import shutil
+
+    from robust_support import Daemon
+    from support import FIXTURES, assert_no_duplicates, read_output
+
+    case = FIXTURES / "claude-code" / "two_tools"
+    daemon = Daemon(tmp_path, {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_METRICS_EXPORTER": "none",
+                               "AGENT_COLLECTOR_OTLP__TURN_GRACE": "0"})
+    shutil.rmtree(daemon.home)
+    shutil.copytree(case / "home", daemon.home, symlinks=True)
+    shutil.copytree(case / "spool", daemon.data / "spool")
+    [transcript] = daemon.home.glob(".claude/projects/*/*.jsonl")
+    lines = [json.loads(x) for x in transcript.read_text().splitlines()]
+    first = next(x for x in lines if x.get("type") == "assistant")
+    first["timestamp"] = "1969-07-20T20:17:40Z"
+    transcript.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    expected = sum(json.loads((case / "expected.json").read_text())["counts"].values())
+    daemon.start()
+    try:
+        entries = daemon.wait_output(lambda es: len(es) >= expected)
+        wait_until(lambda: {r["attributes"].get("event.id") for r in receiver.logs()} >= {
+            e["event.id"] for e in read_output(daemon.out)})
+        assert daemon.get("/v1/status")
+        logs = daemon.get("/v1/status")["exporters"]["otlp-default-logs"]
+    finally:
+        assert daemon.stop() == 0
+    entries = read_output(daemon.out)
+    assert_no_duplicates(entries)
+    assert len(entries) == expected
+    sent = [r["attributes"].get("event.id") for r in receiver.logs()]
+    assert sorted(sent) == sorted(e["event.id"] for e in entries), "every entry at the backend, once"
+    assert logs["rejected"] == 0 and logs["inner"].get("unencodable", 0) == 0
+    assert all(e["time_unix_nano"] > 0 for e in entries)
