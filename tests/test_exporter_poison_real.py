@@ -21,6 +21,8 @@ from typing import Any
 from robust_support import Daemon
 from support import FIXTURES, assert_no_duplicates, read_output
 
+from collector.model.entry import CONTENT_FIELDS
+
 CASE = FIXTURES / "claude-code" / "two_tools"
 TOOL = "toolu_3534a3be88264b1489405487"  # the second of the capture's two shell commands
 
@@ -132,6 +134,8 @@ def test_collect_once_quarantines_the_entry_an_exporter_fails_on_and_retry_offer
     assert (line["stage"], line["reason"], line["exporter"]) == ("export", "probe: TypeError", "probe")
     assert line["event.id"] == poison["event.id"]
     assert str(line["path"]).endswith(".jsonl") and str(line["position"]).isdigit(), "its source position"
+    assert line["entry"] == poison and not set(CONTENT_FIELDS) & set(poison), "capture off: no content kept"
+    assert "data" not in line
     status = json.loads((daemon.data / "state" / "status.json").read_text())
     assert {why for reasons in status["quarantine"]["by_source"].values() for why in reasons} == {
         "export: probe: TypeError"}
