@@ -226,12 +226,13 @@ def test_the_usage_store_raises_what_an_entry_causes_and_refuses_for_later_what_
     usage = UsageStoreExporter(tmp_path / "usage.sqlite", 0)
     entries = store_entries(500)
     entries[321]["http.response.status_code"] = 2**63  # no SQLite INTEGER holds it
-    entries[100]["gen_ai.agent.type"] = ["claude-code"]  # no SQLite type at all (sqlite3.ProgrammingError)
+    entries[100]["gen_ai.agent.type"] = ("claude-code",)  # no SQLite type: sqlite3.ProgrammingError
     sink = Sink()
     delivery = Delivery([usage], CheckpointStore(tmp_path / "c.sqlite"), poison=sink)
     assert delivery.deliver(entries, Commit())
-    assert sorted((s[0], s[3]) for s in sink.got) == [(f"{100:032x}", "usage_store: ProgrammingError"),
-                                                      (f"{321:032x}", "usage_store: OverflowError")]
+    reasons = dict((s[0], s[3]) for s in sink.got)
+    assert sorted(reasons) == [f"{100:032x}", f"{321:032x}"] and reasons[f"{321:032x}"] == "usage_store: OverflowError"
+    assert reasons[f"{100:032x}"] == "usage_store: ProgrammingError", "raised as is, not held as a full disk"
     db = sqlite3.connect(tmp_path / "usage.sqlite")
     stored = [r[0] for r in db.execute("SELECT event_id FROM events ORDER BY event_id")]
     db.close()
