@@ -3,14 +3,17 @@ through unchanged is one the walk would let through unchanged, at every depth, s
 
 from __future__ import annotations
 
+import asyncio
 import json
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
 from collector.model.raw import RawRecord
-from collector.pipeline.boundary import MAX_DEPTH, Refused, _scan, _strict_json_fits, check_record
+from collector.pipeline.boundary import MAX_DEPTH, Refused, _scan, check_record, strict_json_fits
 from collector.sources.decode import loads
 from tests.support import FIXTURES
 
@@ -37,7 +40,7 @@ CASES = [
 @pytest.mark.parametrize("data", CASES, ids=range(len(CASES)))
 def test_the_fast_path_agrees_with_the_walk(data: dict[str, Any]) -> None:
     problem, unsafe = _scan(data, MAX_DEPTH, 1_000_000)
-    if _strict_json_fits(data):
+    if strict_json_fits(data):
         assert problem is None and not unsafe
     for strict in (False, True):
         try:
@@ -55,12 +58,56 @@ def test_every_fixture_line_takes_the_fast_path_and_the_walk_agrees() -> None:
     assert len(lines) > 500
     for line in lines:
         data = loads(line)
-        assert _strict_json_fits(data)
+        assert strict_json_fits(data)
         assert _scan(data, MAX_DEPTH, 1_000_000) == (None, False)
 
 
 def test_lenient_decoding_keeps_floats_finite() -> None:
     data = loads(b'{"a": "\\ud83d", "big": 1e400, "neg": -1e400, "ok": 2.5}')
     assert data == {"a": "\ufffd", "big": "inf", "neg": "-inf", "ok": 2.5}
-    assert _strict_json_fits(data)
+    assert strict_json_fits(data)
     assert orjson.loads(orjson.dumps(data)) == json.loads(json.dumps(data))
+
+
+def _read(path: Path) -> list[RawRecord]:
+    from collector.sources.jsonl_files import JsonlFiles
+
+    source = JsonlFiles("t:t", "t", "transcript", [str(path)], {})
+
+    async def run() -> list[RawRecord]:
+        return [record async for record, _ in source.read() if record is not None]
+
+    return asyncio.run(run())
+
+
+def test_the_source_judges_its_lines_as_the_boundary_would(tmp_path: Path) -> None:
+    """A JSONL line within bounds is marked so as it is decoded (the boundary lets it in as it is); one too
+    deep, or with an integer the fast path cannot judge, is not, and the boundary still walks it."""
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(b'{"n": 1, "text": "\\u00e9 {[ \\"x\\""}\n' + orjson.dumps(_nested(MAX_DEPTH + 1)) +
+                     b'\n{"n": 9223372036854775808}\n{"n": 9007199254740993}\n')
+    records = _read(path)
+    assert [r.checked_data is r.data for r in records] == [True, False, False, False]
+    assert check_record(records[0]) is records[0]
+    with pytest.raises(Refused, match="deeper"):
+        check_record(records[1])
+    assert check_record(records[2]).data == {"n": "9223372036854775808"}
+    assert check_record(records[3]) is records[3]
+    other = replace(records[0], data=_nested(MAX_DEPTH + 1))  # what a wrapping source yields: other data
+    with pytest.raises(Refused, match="deeper"):
+        check_record(other)
+
+
+def test_the_size_bound_counts_lines_only_when_the_text_could_hold_that_many(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from collector.pipeline import boundary
+
+    monkeypatch.setattr(boundary, "MAX_NODES", 10)
+    verdicts = {}
+    for n in range(1, 14):
+        data = {"a": list(range(n))}
+        problem, _ = _scan(data, MAX_DEPTH, 10)
+        verdicts[n] = strict_json_fits(data)
+        assert problem is None or not verdicts[n], n  # never a record the walk would refuse
+    assert verdicts[6] and not verdicts[7], "6 items make 9 lines of text, 7 make 10: not fewer than MAX_NODES"
+    assert strict_json_fits({}) and strict_json_fits({"a": 1}), "shorter than MAX_NODES bytes: not counted"

@@ -22,6 +22,10 @@ class RawRecord:
     ``strict_json``: ``data`` is what ``collector.sources.decode`` (or orjson) made of JSON text, so its keys
     are strings, it holds no lone surrogate and no non-finite float; the boundary then checks only its
     depth, size and integers, at C speed (``collector.pipeline.boundary.check_record``).
+    ``checked_data``: the object the source found within those bounds itself, with
+    ``collector.pipeline.boundary.strict_json_fits``, as it decoded the line (cheaper while the new objects
+    are in the CPU's cache); the boundary lets the record in as it is while ``data`` is that very object
+    (a copy with other data, ``dataclasses.replace(record, data=...)``, is checked again).
     """
 
     agent: str
@@ -32,3 +36,4 @@ class RawRecord:
     observed_ns: int
     meta: dict[str, Any] = field(default_factory=dict)
     strict_json: bool = False
+    checked_data: Any = field(default=None, repr=False, compare=False)

@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
 from collector.model.raw import RawRecord
+from collector.pipeline.boundary import strict_json_fits
 from collector.sources.base import Item, Position, Scope, SourceStats
 from collector.sources.decode import loads
 from collector.sources.file_identity import FileIdentity, identify, tail_digest
@@ -351,7 +352,7 @@ class JsonlFiles:
         self.stats.records += 1
         agent = self._agent_of(path, data) if self._agent_of else self.agent
         return RawRecord(agent, self.kind, data, ident.fingerprint, str(start), observed, {"path": path},
-                         strict_json=True)
+                         strict_json=True, checked_data=data if strict_json_fits(data) else None)
 
     def _refuse(self, path: str, exc: NotRegular) -> None:
         """Counted every time, logged once per path: a FIFO or a device stays what it is."""
