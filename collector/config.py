@@ -19,11 +19,14 @@ import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jsonschema
 
 from collector.paths import Paths, bundled_schema
+
+if TYPE_CHECKING:
+    from collector.definitions.verdicts import Verdicts
 
 ENV_PREFIX = "AGENT_COLLECTOR_"
 _TRUE = {"true", "yes", "on", "1"}
@@ -364,13 +367,20 @@ def load_config(path: Path, env: Mapping[str, str] | None = None,
     return _build(data)
 
 
-def load_for(paths: Paths, env: Mapping[str, str] | None = None, check: Any = None) -> Config:
+def load_for(paths: Paths, env: Mapping[str, str] | None = None, check: Any = None,
+             verdicts: Verdicts | None = None) -> Config:
     """What ``run``, ``install``, ``status`` and the service start use: the configuration, and the user's
     ``agents.d`` overrides must be valid too (a broken override is an error here, not a silent skip).
-    ``check`` is the registries' check of a definition (``collector.plugins.check_definition``)."""
+    ``check`` is the registries' check of a definition (``collector.plugins.check_definition``);
+    ``verdicts`` the schema verdicts of earlier runs (``collector.definitions.verdicts``; default: the
+    state folder's)."""
     from collector.definitions import load_definitions
+    from collector.definitions.verdicts import FILE
+    from collector.definitions.verdicts import Verdicts as _Verdicts
 
-    loaded = load_definitions(paths.agents_override_dir, check=check)
+    verdicts = verdicts if verdicts is not None else _Verdicts(paths.state_dir / FILE)
+    loaded = load_definitions(paths.agents_override_dir, check=check, verdicts=verdicts)
+    verdicts.save()
     if loaded.problems:
         more = f" (and {len(loaded.problems) - 1} more)" if len(loaded.problems) > 1 else ""
         raise ConfigError(f"agent definition {loaded.problems[0]}{more}")

@@ -14,6 +14,7 @@ from typing import Any
 
 from collector.agents.registry import parsers
 from collector.definitions import DefinitionProblem, LoadResult, load_definitions
+from collector.definitions.verdicts import Verdicts
 from collector.deploy.kinds import integration_kinds
 from collector.deploy.trust import trust_stores
 from collector.exporters.registry import exporters
@@ -43,9 +44,10 @@ def check_definition(data: dict[str, Any], file: str) -> list[DefinitionProblem]
     return problems
 
 
-def load_agents(override_dir: Path | None) -> LoadResult:
-    """The agent definitions (built-in and the user's), checked against the schema and the registries."""
-    return load_definitions(override_dir, check=check_definition)
+def load_agents(override_dir: Path | None, verdicts: Verdicts | None = None) -> LoadResult:
+    """The agent definitions (built-in and the user's), checked against the schema and the registries
+    (``verdicts``: see ``collector.definitions.verdicts``)."""
+    return load_definitions(override_dir, check=check_definition, verdicts=verdicts)
 
 
 def _configured(registry: Registry[Any], kind: str, spec: dict[str, Any], file: str,

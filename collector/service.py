@@ -38,6 +38,8 @@ from collector.agents.registry import load_parser
 from collector.change_set import ChangeSet
 from collector.config import Config, ConfigError, agent_setting, load_for
 from collector.definitions import AgentDefinition
+from collector.definitions.verdicts import FILE as VERDICTS_FILE
+from collector.definitions.verdicts import Verdicts
 from collector.delivery import Delivery
 from collector.deploy.choices import disabled_agents
 from collector.exporters.base import Exporter, shutdown_all
@@ -115,7 +117,9 @@ class Service:
         self._record_faults = record_faults
         self._guard: CrashGuard | None = None
         self._clock = clock  # "now" of the idle rule (tests judge captured sessions as long past)
-        self.config = config if config is not None else load_for(paths, check=check_definition)
+        self._verdicts = Verdicts(paths.state_dir / VERDICTS_FILE)  # schema checks of earlier starts
+        self.config = config if config is not None else load_for(paths, check=check_definition,
+                                                                 verdicts=self._verdicts)
         self.output_dir = output_dir or Path(self.config.jsonl.dir or paths.output_dir)
         self.definitions: dict[str, AgentDefinition] = {}
         self.sources: list[Source] = []
@@ -170,7 +174,8 @@ class Service:
         self._store = open_checkpoints(self.paths.state_dir / CHECKPOINTS_FILE, [self.output_dir])
         self._rebuilt = self._store.get(REBUILT_KEY)  # a corrupt state was moved aside: status says so
         self._prune_seen()
-        loaded = load_agents(self.paths.agents_override_dir)
+        loaded = load_agents(self.paths.agents_override_dir, self._verdicts)
+        self._verdicts.save()  # the state folder exists now: the next start skips the schema checks
         for problem in loaded.problems:
             log.error("agent definition skipped: %s", problem)
         disabled = _disabled_by_user(self.paths)

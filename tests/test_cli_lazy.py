@@ -87,3 +87,12 @@ def test_help_and_unknown_commands_see_every_command(capsys: pytest.CaptureFixtu
     with pytest.raises(SystemExit):
         main(["statuss"])
     assert "choose from 'run', 'collect'" in capsys.readouterr().err
+
+
+def test_collect_does_not_load_the_daemon_parts() -> None:
+    """A backfill has no ingest server, dashboard, auto-deploy or watchdog: it does not import them."""
+    loaded = _loaded("collect", "--once", "--help")
+    assert "collector.cli.collect_cmd" in loaded
+    assert not {m for m in loaded if m.startswith(("collector.dashboard", "collector.ingest.live",
+                                                   "collector.deploy.autodeploy", "collector.deploy.watchdog",
+                                                   "collector.cli.daemon_parts", "collector.cli.report_cmd"))}

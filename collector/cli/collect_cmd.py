@@ -14,7 +14,6 @@ import orjson
 from collector import handoff
 from collector.backfill import Meter, ProgressState, render
 from collector.cli.common import add_home, fail, paths_from, setup_logging
-from collector.cli.daemon_parts import daemon_parts
 from collector.config import ConfigError
 from collector.service import AlreadyRunning, Service
 
@@ -147,6 +146,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         service.startup()
     except (AlreadyRunning, ConfigError) as exc:
         return fail(str(exc))
+    from collector.cli.daemon_parts import daemon_parts  # the daemon's parts: not loaded by collect --once
+
     try:
         asyncio.run(service.serve(daemon_parts(service)))
     finally:

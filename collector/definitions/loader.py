@@ -4,7 +4,8 @@ Built-in definitions come from ``agents.d/*.json`` in the project root; the user
 hold ``agents.d/*.json`` too: a file whose ``id`` matches a built-in deep-merges into it (objects merge
 key by key, anything else replaces), a new ``id`` adds an agent. Every file is checked as JSON and, after
 merging, against ``schemas/agent-definition.schema.json``. A bad file is reported with its path, the JSON
-path of the problem and the reason, and skipped; the others still load.
+path of the problem and the reason, and skipped; the others still load. A definition (and the schema) found
+valid before is not checked again (``collector.definitions.verdicts``: a changed one is).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import jsonschema
 import orjson
 
 from collector.definitions.schema import definition_schema
+from collector.definitions.verdicts import Verdicts, digest
 from collector.paths import project_root
 from collector.pipeline.status_rules import AgentStatusRules
 
@@ -89,12 +91,29 @@ class LoadResult:
     problems: list[DefinitionProblem] = field(default_factory=list)
 
 
+_SCHEMA_CHECK = {"check": "the schema against its meta-schema"}
+
+
 @cache
-def _validator() -> jsonschema.protocols.Validator:
+def _plain_validator() -> jsonschema.protocols.Validator:
     schema = definition_schema()
-    cls = jsonschema.validators.validator_for(schema)
-    cls.check_schema(schema)
-    return cls(schema)
+    return jsonschema.validators.validator_for(schema)(schema)
+
+
+@cache
+def _check_schema(key: str) -> None:
+    """Once a process at most for the schema of digest ``key``: it is valid (else ``jsonschema.SchemaError``)."""
+    validator = _plain_validator()
+    type(validator).check_schema(validator.schema)
+
+
+def _validator(verdicts: Verdicts) -> jsonschema.protocols.Validator:
+    validator = _plain_validator()
+    key = digest(_SCHEMA_CHECK, validator.schema)
+    if key not in verdicts:
+        _check_schema(key)
+        verdicts.add(key)
+    return validator
 
 
 def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -125,8 +144,14 @@ def _read(path: Path, problems: list[DefinitionProblem]) -> dict[str, Any] | Non
     return data
 
 
-def _problems_of(validator: jsonschema.protocols.Validator, data: dict[str, Any], file: str) -> list[DefinitionProblem]:
+def _problems_of(validator: jsonschema.protocols.Validator, data: dict[str, Any], file: str,
+                 verdicts: Verdicts) -> list[DefinitionProblem]:
+    key = digest(validator.schema, data)
+    if key in verdicts:
+        return []
     errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
+    if not errors:
+        verdicts.add(key)
     return [DefinitionProblem(file, e.json_path, e.message) for e in errors]
 
 
@@ -150,12 +175,14 @@ Check = Callable[[dict[str, Any], str], list[DefinitionProblem]]  # (merged defi
 
 
 def load_definitions(override_dir: Path | None = None, builtin_dir: Path | None = None,
-                     check: Check | None = None) -> LoadResult:
+                     check: Check | None = None, verdicts: Verdicts | None = None) -> LoadResult:
     """Every valid definition. ``check`` adds checks beyond the schema (``collector.plugins`` passes the
-    plug-in registries' own: parser, source and integration kinds, trust stores)."""
+    plug-in registries' own: parser, source and integration kinds, trust stores; they run every time).
+    ``verdicts``: the schema verdicts of earlier runs (the caller saves them); None: this call's only."""
     root = project_root()
     builtin_dir = builtin_dir or root / "agents.d"
-    validator = _validator()
+    verdicts = verdicts if verdicts is not None else Verdicts(None)
+    validator = _validator(verdicts)
     result = LoadResult()
     merged: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {}
     for path in _files(builtin_dir):
@@ -168,14 +195,14 @@ def load_definitions(override_dir: Path | None = None, builtin_dir: Path | None 
             continue
         base, files = merged.get(data["id"], ({}, ()))
         candidate = deep_merge(base, data)
-        problems = (_problems_of(validator, candidate, str(path)) or _variant_problems(candidate, str(path))
+        problems = (_problems_of(validator, candidate, str(path), verdicts) or _variant_problems(candidate, str(path))
                     or (check(candidate, str(path)) if check else []))
         if problems:  # a broken override leaves the built-in definition as it was
             result.problems.extend(problems)
             continue
         merged[data["id"]] = (candidate, files + (str(path),))
     for agent_id, (data, files) in sorted(merged.items()):
-        problems = _problems_of(validator, data, files[-1]) or (check(data, files[-1]) if check else [])
+        problems = _problems_of(validator, data, files[-1], verdicts) or (check(data, files[-1]) if check else [])
         if problems:
             result.problems.extend(problems)
             continue
