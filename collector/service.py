@@ -138,6 +138,7 @@ class Service:
         self._watch_dirs: list[str] = []  # published by the worker, read by the file-event task
         self._changes = ChangeSet()  # the paths file events named, for the worker
         self._swept_at = -float("inf")  # when a cycle last swept the file sources (monotonic)
+        self._idle_timeouts: dict[str, int | None] = {}  # agent -> idle timeout (ns), as first asked
         self._lock_fd: int | None = None
         self._store: CheckpointStore | None = None
         self._rebuilt: dict[str, Any] | None = None
@@ -433,10 +434,14 @@ class Service:
         return rows
 
     def _idle_timeout_ns(self, agent: str) -> int | None:
-        """agents.<id>.idle_timeout_s in the config, else the definition's; none: the agent says goodbye."""
-        defn = self.definitions.get(agent)
-        seconds = agent_setting(self.config, agent, "idle_timeout_s", defn.raw.get("idle_timeout_s") if defn else None)
-        return int(float(seconds) * 1e9) if seconds else None
+        """agents.<id>.idle_timeout_s in the config, else the definition's; none: the agent says goodbye.
+        Worked out once per agent (the idle rule asks for every session in memory at every cycle)."""
+        if agent not in self._idle_timeouts:
+            defn = self.definitions.get(agent)
+            seconds = agent_setting(self.config, agent, "idle_timeout_s",
+                                    defn.raw.get("idle_timeout_s") if defn else None)
+            self._idle_timeouts[agent] = int(float(seconds) * 1e9) if seconds else None
+        return self._idle_timeouts[agent]
 
     async def _drain(self, source: Source, result: CycleResult, progress: Progress | None) -> bool:
         """One source, batch by batch. False: stop the cycle (a batch is held, or the daemon stops);

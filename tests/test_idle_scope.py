@@ -284,3 +284,24 @@ def test_the_daemon_polls_every_file_when_file_events_are_unavailable(tmp_path: 
     finally:
         assert daemon.stop() == 0
     assert "file events unavailable" in daemon.log()
+
+
+def test_the_change_set_hands_over_paths_and_says_when_to_read_everything() -> None:
+    from collector.change_set import MAX_PATHS, ChangeSet
+
+    changes = ChangeSet()
+    changes.add(["/a"])
+    assert changes.take() == (frozenset(), True)  # the first cycle reads every file
+    changes.watch(True)
+    assert changes.take() == (frozenset(), True)  # the watch came up: what came before it
+    changes.add(["/a", "/b"])
+    changes.add(["/a"])
+    assert changes.take() == (frozenset({"/a", "/b"}), False)
+    assert changes.take() == (frozenset(), False)
+    changes.add(f"/f{n}" for n in range(MAX_PATHS + 1))  # a burst: walked, not listed
+    assert changes.take() == (frozenset(), True)
+    changes.add(["/c"])
+    changes.everything()  # a cycle stopped early
+    assert changes.take() == (frozenset(), True)
+    changes.watch(False)
+    assert not changes.watching
