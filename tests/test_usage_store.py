@@ -178,3 +178,15 @@ def test_sessions_folded_per_batch_equal_one_upsert_per_entry(tmp_path: Path) ->
     assert results[0] == results[1]
     assert results[1] == [("codex", "a", "/p", "m1", 30, 50, "waiting", 40),
                           ("codex", "b", None, None, 10, 90, "closed", 10)]
+
+
+def test_the_rollup_reads_only_the_batch_rows(tmp_path: Path) -> None:
+    """Adding a batch to the rollup reads the rows above the batch's first id (a rowid range), never a
+    walk of every counted entry of the store through an index (each batch would cost more than the last)."""
+    from collector.usage import rollup
+
+    store = UsageStore(tmp_path / "u.sqlite")
+    plan = " ".join(str(r[3]) for r in store._db.execute(
+        "EXPLAIN QUERY PLAN " + rollup._UPSERT.format(since=" AND e.id > ?"), (0,)))
+    store.close()
+    assert "INTEGER PRIMARY KEY (rowid>?)" in plan and "INDEX" not in plan.replace("PRIMARY KEY", "")

@@ -15,6 +15,8 @@ replayed after a crash inserts nothing twice. Rows older than ``retention_days``
 
 from __future__ import annotations
 
+import functools
+import math
 import sqlite3
 import time
 from collections.abc import Iterable, Sequence
@@ -107,7 +109,12 @@ def store_file(data_dir: Path, settings: StoreSettings | None = None) -> Path:
 
 
 def utc_day(time_ns: int) -> str:
-    return time.strftime("%Y-%m-%d", time.gmtime(time_ns / 1e9))
+    return _day_name(math.floor(time_ns / 1e9) // 86_400)  # the second as gmtime(time_ns / 1e9) saw it
+
+
+@functools.lru_cache(maxsize=1024)
+def _day_name(day: int) -> str:
+    return time.strftime("%Y-%m-%d", time.gmtime(day * 86_400))
 
 
 def _int(entry: dict[str, Any], key: str) -> int:
