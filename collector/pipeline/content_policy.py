@@ -15,6 +15,7 @@ import os
 import secrets
 import stat
 from dataclasses import dataclass
+from dataclasses import field as dc_field
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,12 @@ class ContentPolicy:
     """``key`` None: only lengths are kept."""
 
     key: bytes | None = None
+    # the HMAC with the key taken in, copied for each digest (hmac.new pads and hashes the key every time)
+    _keyed: Any = dc_field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.key is not None:
+            object.__setattr__(self, "_keyed", hmac.new(self.key, digestmod=hashlib.sha256))
 
     @classmethod
     def ephemeral(cls) -> ContentPolicy:
@@ -50,9 +57,11 @@ class ContentPolicy:
         return cls(secrets.token_bytes(KEY_BYTES))
 
     def digest(self, data: bytes) -> str | None:
-        if self.key is None:
+        if self._keyed is None:
             return None
-        return hmac.new(self.key, data, hashlib.sha256).hexdigest()
+        mac = self._keyed.copy()
+        mac.update(data)
+        return str(mac.hexdigest())
 
     def digest_value(self, value: Any) -> str | None:
         return self.digest(content_bytes(value))

@@ -108,6 +108,8 @@ class CrashGuard:
             os.close(fd)
         self._map[:] = b"\0" * SIZE
         self._busy = False
+        self._stream = ""  # the last record's source_id, and its bytes with the separator (enter)
+        self._stream_key = _SEP
         self._faults = _record_faults(state_dir) if faults else None
         die_on = (env if env is not None else os.environ).get(_TEST_DIE_ON, "")
         self._die_how, _, text = die_on.partition(":")
@@ -186,8 +188,16 @@ class CrashGuard:
         self._busy = True
 
     def enter(self, record: RawRecord) -> None:
-        key = record_key(record)
-        self._write(self._suspects.get(key, 0), key)
+        # record_key and _write inlined (twice per record): the stream's bytes are kept while it is the same
+        if record.source_id != self._stream:
+            self._stream = record.source_id
+            self._stream_key = record.source_id.encode("utf-8", "replace") + _SEP
+        key = self._stream_key + record.position.encode("utf-8", "replace")
+        if len(key) >= SIZE - 16:
+            key = _bounded(key)
+        data = b"%d\x1f%d\x1f" % (self._suspects.get(key, 0) if self._suspects else 0, len(key)) + key
+        self._map[: len(data)] = data
+        self._busy = True
         if self._die_on:
             self._maybe_die(record)
 

@@ -129,6 +129,8 @@ class Pipeline:
         out: list[dict[str, Any]] = []
         origins: list[tuple[int, RawRecord]] = []
         for record, entries in parsed:
+            if not entries and record.kind != "hook":
+                continue  # nothing to finish (a hook record that made no entry may still move the status)
             if guard is not None:
                 guard.enter(record)
             made = self._guarded(record, self._finish_record, record, entries, fresh_ids)

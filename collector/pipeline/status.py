@@ -20,6 +20,7 @@ picture for ``/v1/sessions``.
 
 from __future__ import annotations
 
+import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
@@ -200,11 +201,33 @@ def _day(time_ns: int) -> str:
     return time.strftime("%Y-%m-%d", time.localtime(time_ns / 1e9))
 
 
+class _LocalDays:
+    """:func:`_day`, remembered per minute (one strftime per entry was a tenth of the tracker's time): a
+    minute is remembered when its first and last second fall on the same local day, so the answer is
+    always the one :func:`_day` gives."""
+
+    def __init__(self, cap: int = 4096) -> None:
+        self._minutes: dict[int, str] = {}
+        self._cap = cap
+
+    def __call__(self, time_ns: int) -> str:
+        second = math.floor(time_ns / 1e9)  # the second time.localtime takes of the same float
+        day = self._minutes.get(second // 60)
+        if day is None:
+            day = _day(time_ns)
+            first = second - second % 60
+            if _day(first * 1_000_000_000) == _day((first + 59) * 1_000_000_000):
+                if len(self._minutes) >= self._cap:
+                    self._minutes.clear()
+                self._minutes[second // 60] = day
+        return day
+
+
 class SessionStatusTracker:
     """Feed it events in order; it returns the ``session.status`` entries to emit."""
 
     def __init__(self, rules: Mapping[str, AgentStatusRules] | None = None, max_sessions: int = 2000,
-                 day_of: Callable[[int], str] = _day, digest: Callable[[Any], str | None] | None = None,
+                 day_of: Callable[[int], str] | None = None, digest: Callable[[Any], str | None] | None = None,
                  load: Callable[[str], Any] | None = None,
                  due: Callable[[int], list[tuple[str, Any]]] | None = None,
                  idle_ns: Callable[[str], int | None] | None = None) -> None:
@@ -217,7 +240,7 @@ class SessionStatusTracker:
                                                                   lambda key: _decode(load(key)))
         self._due = due
         self._idle_ns = idle_ns
-        self._day_of = day_of
+        self._day_of = day_of if day_of is not None else _LocalDays()
         self._last_record: tuple[str, str] | None = None
 
     # -- input -------------------------------------------------------------------------------------
