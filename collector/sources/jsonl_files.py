@@ -317,7 +317,7 @@ class JsonlFiles:
             "skipping": cursor.skipping,
         }
         if tail is not None and not cursor.skipping:  # what the file holds just before the offset
-            end = (tail + b"\n")[-TAIL_BYTES:]
+            end = tail[1 - TAIL_BYTES:] + b"\n"  # the line is not copied whole for its last bytes
             value["tail"], value["tail_len"] = tail_digest(end), len(end)
         elif path in self._positions and self._positions[path].get("offset") == cursor.offset:
             value.update({k: v for k, v in self._positions[path].items() if k in ("tail", "tail_len")})
