@@ -37,6 +37,7 @@ def spoil(daemon: Daemon) -> None:
         elif line.get("type") == "assistant" and message.get("content", [{}])[0].get("text", "").startswith("I'll"):
             line["timestamp"] = "1970-01-01T00:00:00Z"  # the first model response
             message["usage"]["output_tokens"] = -5
+            message["usage"]["input_tokens"] = -3  # not to be summed with the cache counts into a plausible one
             raw = json.dumps(line).encode()
         out.append(raw)
     transcript.write_bytes(b"\n".join(out) + b"\n")
@@ -59,6 +60,8 @@ def test_bom_surrogate_1970_and_negative_tokens_cost_no_line(tmp_path: Path) -> 
     responses = [e for e in entries if e["event.name"] == "llm.response"]
     assert 17 in [e.get("gen_ai.usage.output_tokens") for e in responses], "the surrogate line keeps its tokens"
     [odd] = [e for e in responses if "collector.invalid_fields" in e]
-    assert odd["collector.invalid_fields"] == ["gen_ai.usage.output_tokens: outside 0..2**53-1"]
-    assert "gen_ai.usage.output_tokens" not in odd, "a negative count is refused, not passed through"
+    assert sorted(odd["collector.invalid_fields"]) == ["gen_ai.usage.input_tokens: outside 0..2**53-1",
+                                                       "gen_ai.usage.output_tokens: outside 0..2**53-1"]
+    assert not {"gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens", "gen_ai.usage.total_tokens"} & set(odd), \
+        "a negative count is refused, not passed through nor summed into another"
     assert odd["time_unix_nano"] == odd["observed_time_unix_nano"], "1970-01-01 is no time: the observed one"

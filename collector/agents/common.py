@@ -129,9 +129,13 @@ def usage_attributes(
         "gen_ai.usage.cache_creation.input_tokens": cache_creation,
         "gen_ai.usage.reasoning_tokens": reasoning,
     }
-    if input_tokens is not None and output_tokens is not None:
-        attrs["gen_ai.usage.total_tokens"] = input_tokens + output_tokens
+    if input_tokens is not None and output_tokens is not None and _count(input_tokens) and _count(output_tokens):
+        attrs["gen_ai.usage.total_tokens"] = input_tokens + output_tokens  # none of a negative count
     return {k: v for k, v in attrs.items() if v is not None}
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
 
 
 def usage_excluding_cache(fresh: int | None, output: int | None, cache_read: int | None,
@@ -139,6 +143,10 @@ def usage_excluding_cache(fresh: int | None, output: int | None, cache_read: int
     """Token attributes from usage whose input count leaves the cache out (Anthropic's ``input_tokens``,
     pi's ``input``): the input is the fresh tokens plus the cache reads and writes."""
     read, write = cache_read or 0, cache_write or 0
+    if fresh is not None and not (_count(fresh) and _count(read) and _count(write)):
+        # a negative (or not numeric) part is not summed away into a plausible input: passed on as it is,
+        # the boundary refuses it and names it in collector.invalid_fields
+        return usage_attributes(fresh, output, cache_read, cache_write, reasoning)
     return usage_attributes(None if fresh is None else fresh + read + write, output, read, write, reasoning)
 
 
