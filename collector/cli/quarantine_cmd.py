@@ -25,7 +25,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     retry = actions.add_parser(
         "retry", help="feed quarantined records through the pipeline again (e.g. after an upgrade)",
         description="The records go back through the pipeline at the running daemon's next cycle, or at once "
-                    "when no daemon runs. One that fails again returns to the quarantine.",
+                    "when no daemon runs; an entry an exporter failed on goes to that exporter alone. One that "
+                    "fails again returns to the quarantine.",
     )
     add_home(retry)
     retry.add_argument("ids", nargs="*", metavar="ID", help="records to retry (default: all)")
