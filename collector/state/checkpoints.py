@@ -5,7 +5,10 @@ counts and auto-deploy's agents seen and deploys, each under its own key: :class
 
 State lives in one SQLite database in WAL mode with ``synchronous=FULL``: a commit is one transaction,
 so positions, the dedupe ids of the entries they produced and the exporters' marks move together or not
-at all. Other files under the state directory are reports (``status.json``), written through
+at all. Seen ids are appended to ``seen_new`` (answered from memory, reloaded at open) and move
+into the keyed ``seen`` table every ``MERGE_AT`` ids in key order, inside a commit: inserted a batch at a
+time, random ids wrote a page of ``seen`` each. An id's expiry counts from its first commit.
+Other files under the state directory are reports (``status.json``), written through
 ``collector.util.atomic``; a durable queue keeps its own segments and acknowledged position in its
 directory. What the user decided and what ``install`` needs to undo its edits (``agent-choices.json``,
 the deploy records under ``deploy/``) stay files of their own: they are written by commands that run
@@ -38,6 +41,7 @@ CREATE TABLE IF NOT EXISTS positions (stream TEXT PRIMARY KEY, value BLOB NOT NU
 CREATE TABLE IF NOT EXISTS seen (event_id TEXT PRIMARY KEY, at REAL NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE INDEX IF NOT EXISTS seen_at ON seen(at);
+CREATE TABLE IF NOT EXISTS seen_new (n INTEGER PRIMARY KEY, event_id TEXT NOT NULL, at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS sessions (scope TEXT NOT NULL, key TEXT NOT NULL, value BLOB NOT NULL,
     last INTEGER NOT NULL, due INTEGER, updated REAL NOT NULL, PRIMARY KEY (scope, key)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS sessions_due ON sessions(scope, due) WHERE due IS NOT NULL;
@@ -72,6 +76,7 @@ class Commit:
 
 
 CACHE_KIB = 8192  # SQLite's page cache (its default, 2 MiB, made a growing store re-read its pages)
+MERGE_AT = 32_768  # ids in ``seen_new`` (and in memory) before they move into ``seen`` in one sorted pass
 
 
 class CheckpointStore:
@@ -86,6 +91,7 @@ class CheckpointStore:
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.execute(f"PRAGMA cache_size={-CACHE_KIB}")
         self._db.executescript(_SCHEMA)
+        self._new = {row[0] for row in self._db.execute("SELECT event_id FROM seen_new")}
 
     def close(self) -> None:
         with self._lock:
@@ -107,11 +113,13 @@ class CheckpointStore:
         return orjson.loads(row[0]) if row else default
 
     def seen(self, ids: Iterable[str]) -> set[str]:
-        """The subset of ``ids`` already delivered."""
-        ids = list(ids)
-        found: set[str] = set()
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
+        """The subset of ``ids`` already delivered (those of ``seen_new`` answered from memory)."""
+        with self._lock:
+            ids = list(ids)
+            found = {i for i in ids if i in self._new}
+        rest = [i for i in ids if i not in found]
+        for start in range(0, len(rest), 500):
+            chunk = rest[start : start + 500]
             marks = ",".join("?" * len(chunk))
             with self._lock:
                 rows = self._db.execute(f"SELECT event_id FROM seen WHERE event_id IN ({marks})", chunk).fetchall()
@@ -133,9 +141,11 @@ class CheckpointStore:
                 [(s, orjson.dumps(v), now) for s, v in change.positions.items()],
             )
             db.executemany("DELETE FROM positions WHERE stream=?", [(s,) for s in change.forget])
-            db.executemany(
-                "INSERT OR IGNORE INTO seen(event_id, at) VALUES(?,?)", [(i, now) for i in change.seen_ids]
-            )
+            fresh = [i for i in dict.fromkeys(change.seen_ids) if i not in self._new]
+            db.executemany("INSERT INTO seen_new(event_id, at) VALUES(?,?)", [(i, now) for i in fresh])
+            merge = len(self._new) + len(fresh) >= MERGE_AT
+            if merge:
+                _merge_new(db)
             db.executemany(
                 "INSERT INTO kv(key, value) VALUES(?,?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
                 [(k, orjson.dumps(v)) for k, v in change.kv.items()],
@@ -150,13 +160,32 @@ class CheckpointStore:
         except BaseException:
             db.execute("ROLLBACK")
             raise
+        if merge:
+            self._new.clear()
+        else:
+            self._new.update(fresh)
 
     def prune_seen(self, older_than_s: float) -> int:
         """Forget the ids delivered more than ``older_than_s`` ago (``collector.seen_retention_days``): a
         record read again after that long counts as new. Returns how many went."""
+        cutoff = self.clock() - older_than_s
         with self._lock:
-            cur = self._db.execute("DELETE FROM seen WHERE at < ?", (self.clock() - older_than_s,))
-            return cur.rowcount
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                gone = {r[0] for r in db.execute("DELETE FROM seen WHERE at < ? RETURNING event_id", (cutoff,))}
+                again = [i for i in gone if i in self._new]  # committed again later: the first time counts
+                for start in range(0, len(again), 500):
+                    chunk = again[start : start + 500]
+                    db.execute(f"DELETE FROM seen_new WHERE event_id IN ({','.join('?' * len(chunk))})", chunk)
+                gone.update(r[0] for r in db.execute("DELETE FROM seen_new WHERE at < ? RETURNING event_id",
+                                                     (cutoff,)))
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            self._new.difference_update(gone)
+            return len(gone)
 
     def session(self, scope: str, key: str) -> Any:
         """The saved state of one session, or None."""
@@ -190,11 +219,20 @@ class CheckpointStore:
 
     def seen_count(self) -> int:
         with self._lock:
-            return int(self._db.execute("SELECT count(*) FROM seen").fetchone()[0])
+            return int(self._db.execute("SELECT count(*) FROM seen").fetchone()[0]) + len(self._new)
 
     def put(self, values: Mapping[str, Any]) -> None:
         """Component state outside a batch's commit (the trace exporters' open turns, from their queue)."""
         self.commit(Commit(kv=dict(values)))
+
+
+def _merge_new(db: sqlite3.Connection) -> None:
+    """Move the ids of ``seen_new`` into ``seen`` in key order (inside the caller's transaction): each page
+    of ``seen`` is written once per merge, where an id a batch inserted in random order cost a page each.
+    An id already in ``seen`` keeps its first time (its expiry)."""
+    db.execute("INSERT OR IGNORE INTO seen(event_id, at) SELECT event_id, MIN(at) FROM seen_new "
+               "GROUP BY event_id ORDER BY event_id")
+    db.execute("DELETE FROM seen_new")
 
 
 @dataclass(slots=True)
