@@ -89,6 +89,18 @@ def test_digest_is_keyed_and_stable_per_key() -> None:
     assert entry == {"gen_ai.input.messages.length": 7}
 
 
+@pytest.mark.parametrize("key_bytes", [0, 32, 64, 65, 200])
+def test_digest_is_hmac_sha256(key_bytes: int) -> None:
+    """The digest is HMAC-SHA256 as the standard library computes it, for keys shorter than, as long as
+    and longer than SHA-256's block (the policy builds it from two hashes with the padded key taken in)."""
+    import hmac
+
+    key = bytes(i % 251 for i in range(key_bytes))
+    policy = ContentPolicy(key)
+    for data in (b"", b"hunter2", bytes(range(256)) * 5):
+        assert policy.digest(data) == hmac.new(key, data, hashlib.sha256).hexdigest()
+
+
 def test_collector_output_has_no_guessable_digest(tmp_path: Path) -> None:
     """A short prompt cannot be recovered from the output by hashing guesses; equal prompts still compare
     equal across runs of the same install."""

@@ -43,7 +43,7 @@ CONTENT_FIELDS = (
 
 def event_id(*parts: object) -> str:
     """A deterministic id: the same native facts always give the same id (replays dedupe)."""
-    h = hashlib.sha256("\x1f".join("" if p is None else str(p) for p in parts).encode("utf-8"))
+    h = hashlib.sha256("\x1f".join(["" if p is None else str(p) for p in parts]).encode("utf-8"))
     return h.hexdigest()[:32]
 
 

@@ -30,6 +30,10 @@ MAX_TURNS = 500
 MAX_CALLS = 2000
 MAX_SESSIONS = 2000
 _UNTURNED = {"session.start", "session.end", "session.status"}
+# the entries each step looks at (the others pass it untouched)
+_PAIRED = frozenset({"tool.call", "tool.result", "llm.request", "llm.response"})
+_TRACKED = frozenset({"tool.call", "tool.result", "session.end"})
+_CALLS = frozenset({"tool.call", "tool.result"})
 
 
 @dataclass(slots=True)
@@ -89,10 +93,12 @@ class Correlator:
             turn = self._turn_at(session, time_ns)
             if turn:
                 entry["gen_ai.turn.id"] = turn
-        self._pair(session, name, entry, time_ns)
-        if self._track_open(session, name, entry, time_ns):
+        if name in _PAIRED:
+            self._pair(session, name, entry, time_ns)
+        if name in _TRACKED and self._track_open(session, name, entry, time_ns):
             self._ended.add(key)
-        self._link_subagent(session, name, entry)
+        if name in _CALLS or entry.get("gen_ai.agent.scope") == "subagent":
+            self._link_subagent(session, name, entry)
 
     def _session(self, key: str) -> _Session:
         session = self._sessions.get(key)

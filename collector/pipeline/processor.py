@@ -107,21 +107,27 @@ class Pipeline:
         parsed: list[tuple[RawRecord, list[dict[str, Any]]]] = []
         paths: list[tuple[str, str]] = []
         guard = self.guard
-        for record in records:
-            self.stats.records += 1
+        stats = self.stats
+        for record in records:  # the boundary, then the parser (the record as the boundary let it in)
+            stats.records += 1
             settings = self.agents.get(record.agent)
             if settings is None:
-                self.stats.unknown_agent += 1
+                stats.unknown_agent += 1
                 continue
             if guard is not None:
                 if guard.condemned(record):
                     self._condemn(record, settings)
                     continue
                 guard.enter(record)
-            done = self._guarded(record, self._parse, settings, record)
-            if done is None:
+            self._stage = "boundary"
+            try:
+                checked = check_record(record)
+                self._stage = "parse"
+                entries = [e.to_dict() for e in settings.parser(checked)]
+            except Exception as exc:  # noqa: BLE001 - a bad record must not stop its neighbours
+                self._quarantined(record, exc)
                 continue
-            record, entries = done
+            record = checked
             if record.kind == "hook" and settings.path_fields:
                 paths.extend(_discovered(record, settings.path_fields))
             parsed.append((record, entries))
@@ -162,23 +168,19 @@ class Pipeline:
         try:
             return step(*args)
         except Exception as exc:  # noqa: BLE001 - a bad record must not stop its neighbours
-            self.stats.quarantined += 1
-            if self._stage == "parse":
-                self.stats.parse_errors += 1
-            settings = self.agents.get(record.agent)
-            self.quarantine.add(record, self._stage, describe(exc), bool(settings and settings.capture))
+            self._quarantined(record, exc)
             return None
+
+    def _quarantined(self, record: RawRecord, exc: Exception) -> None:
+        self.stats.quarantined += 1
+        if self._stage == "parse":
+            self.stats.parse_errors += 1
+        settings = self.agents.get(record.agent)
+        self.quarantine.add(record, self._stage, describe(exc), bool(settings and settings.capture))
 
     def _condemn(self, record: RawRecord, settings: AgentSettings) -> None:
         self.stats.quarantined += 1
         self.quarantine.add(record, "crash", "the collector died while processing it", settings.capture)
-
-    def _parse(self, settings: AgentSettings, record: RawRecord) -> tuple[RawRecord, list[dict[str, Any]]]:
-        """The record as the boundary let it in, and the entries its parser made."""
-        self._stage = "boundary"
-        record = check_record(record)
-        self._stage = "parse"
-        return record, [e.to_dict() for e in settings.parser(record)]
 
     def _finish_record(self, record: RawRecord, entries: list[dict[str, Any]],
                        fresh_ids: set[str]) -> list[dict[str, Any]]:
@@ -203,7 +205,8 @@ class Pipeline:
             self._emit_status(out, self.status.observe(entry, record if record.kind == "hook" else None))
 
     def _emit_status(self, out: list[dict[str, Any]], extra: list[dict[str, Any]]) -> None:
-        out.extend(self._finish(e) for e in self.deduper.fresh(extra))
+        if extra:  # most entries move no status
+            out.extend(self._finish(e) for e in self.deduper.fresh(extra))
 
     def _finish(self, entry: dict[str, Any]) -> dict[str, Any]:
         self._stage = "boundary"
