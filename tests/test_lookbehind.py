@@ -10,8 +10,11 @@ import pytest
 from collector.agents import lookbehind
 
 
-@pytest.mark.parametrize("chunk", [7, 64, 1 << 16])
-def test_lines_before_an_offset_nearest_first(tmp_path: Path, chunk: int, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("first", "chunk"), [(7, 7), (3, 64), (16, 1 << 16), (4096, 1 << 16)])
+def test_lines_before_an_offset_nearest_first(tmp_path: Path, first: int, chunk: int,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reads start small and grow (FIRST_CHUNK, then up to CHUNK): the same lines whatever the sizes."""
+    monkeypatch.setattr(lookbehind, "FIRST_CHUNK", first)
     monkeypatch.setattr(lookbehind, "CHUNK", chunk)
     lines = [json.dumps({"n": n, "pad": "x" * n}) for n in range(20)]
     lines.insert(5, "not json")

@@ -37,6 +37,7 @@ Every rollout line lacks the session id; it is the thread id at the end of the f
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from typing import Any
@@ -162,7 +163,13 @@ _HOOKS: dict[str, HookHandler] = {
 
 
 def _thread_of(record: RawRecord) -> str | None:
-    match = _THREAD_IN_NAME.search(str(record.meta.get("path", "")))
+    return _thread_in_name(str(record.meta.get("path", "")))
+
+
+@functools.lru_cache(maxsize=1024)
+def _thread_in_name(path: str) -> str | None:
+    """The thread id a rollout file's name ends with (once per file: the search ran for every line)."""
+    match = _THREAD_IN_NAME.search(path)
     return match.group(1) if match else None
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 CHUNK = 64 * 1024
+FIRST_CHUNK = 4 * 1024  # the line wanted is most often one or two lines back: the reads grow up to CHUNK
 MAX_BYTES = 4 * 1024 * 1024  # never look further back than this
 
 
@@ -34,8 +35,10 @@ def lines_before(path: str, end: int, limit: int = MAX_BYTES) -> Iterator[dict[s
 def _scan(fd: int, end: int, floor: int) -> Iterator[dict[str, Any]]:
     tail = b""
     pos = end
+    chunk = FIRST_CHUNK
     while pos > floor:
-        start = max(floor, pos - CHUNK)
+        start = max(floor, pos - chunk)
+        chunk = min(CHUNK, chunk * 4)
         block = os.pread(fd, pos - start, start) + tail
         pos = start
         lines = block.split(b"\n")
