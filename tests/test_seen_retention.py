@@ -96,3 +96,25 @@ def test_a_failed_commit_remembers_no_id(tmp_path: Path) -> None:
         assert store.seen(["x"]) == {"x"}
     finally:
         store.close()
+
+
+def test_saved_sessions_come_back_and_unknown_ones_are_none(tmp_path: Path) -> None:
+    """``session`` answers a session never saved without a query; one saved before the store was opened,
+    and one saved after the first question, both come back."""
+    from collector.state.checkpoints import SessionRow
+
+    path = tmp_path / "c.sqlite"
+    store = CheckpointStore(path)
+    store.commit(Commit(sessions=[SessionRow("correlator", "a", {"n": 1}, last=5)]))
+    store.close()
+    store = CheckpointStore(path)
+    try:
+        assert store.session("correlator", "a") == {"n": 1}
+        assert store.session("correlator", "b") is None
+        assert store.session("status", "a") is None
+        store.commit(Commit(sessions=[SessionRow("correlator", "b", {"n": 2}, last=6),
+                                      SessionRow("correlator", "a", {"n": 3}, last=7)]))
+        assert store.session("correlator", "b") == {"n": 2}
+        assert store.session("correlator", "a") == {"n": 3}
+    finally:
+        store.close()

@@ -92,6 +92,7 @@ class CheckpointStore:
         self._db.execute(f"PRAGMA cache_size={-CACHE_KIB}")
         self._db.executescript(_SCHEMA)
         self._new = {row[0] for row in self._db.execute("SELECT event_id FROM seen_new")}
+        self._saved: set[int] | None = None  # hash((scope, key)) of every saved session, loaded when first asked
 
     def close(self) -> None:
         with self._lock:
@@ -164,6 +165,8 @@ class CheckpointStore:
             self._new.clear()
         else:
             self._new.update(fresh)
+        if self._saved is not None:
+            self._saved.update(hash((r.scope, r.key)) for r in change.sessions)
 
     def prune_seen(self, older_than_s: float) -> int:
         """Forget the ids delivered more than ``older_than_s`` ago (``collector.seen_retention_days``): a
@@ -188,8 +191,12 @@ class CheckpointStore:
             return len(gone)
 
     def session(self, scope: str, key: str) -> Any:
-        """The saved state of one session, or None."""
+        """The saved state of one session, or None (a session never saved is answered from memory)."""
         with self._lock:
+            if self._saved is None:
+                self._saved = {hash(k) for k in self._db.execute("SELECT scope, key FROM sessions")}
+            if hash((scope, key)) not in self._saved:
+                return None
             row = self._db.execute("SELECT value FROM sessions WHERE scope=? AND key=?", (scope, key)).fetchone()
         return orjson.loads(row[0]) if row else None
 
