@@ -157,8 +157,24 @@ def test_epoch_numbers_in_seconds_ms_us_ns_are_recognised() -> None:
     assert iso_to_ns(1_796_040_000_123) == ns
     assert iso_to_ns(1_796_040_000_123_000) == ns
     assert iso_to_ns(ns) == ns
-    assert iso_to_ns(0) is None and iso_to_ns("1970-01-01T00:00:00Z") is None and iso_to_ns(-1) is None
+    assert iso_to_ns(0) is None and iso_to_ns("1970-01-01T00:00:00Z") is None  # "no time": missing
     assert iso_to_ns("0001-01-01T00:00:00Z") is None and iso_to_ns(float("inf")) is None
+    assert iso_to_ns(-1) == -1_000_000_000 and iso_to_ns(-0.5) == -500_000_000  # before 1970: kept, so
+    assert iso_to_ns("1960-01-01T00:00:00Z") == -315_619_200 * 10**9  # the boundary replaces and flags it
+
+
+def test_a_time_before_1970_from_a_transcript_is_replaced_and_flagged() -> None:
+    from collector.agents import claude_code
+    from collector.model import RawRecord
+
+    now = 1_796_040_000 * 10**9
+    line = {"type": "user", "sessionId": "s1", "uuid": "u1", "timestamp": "1960-01-01T00:00:00Z",
+            "message": {"role": "user", "content": "hello"}}
+    record = RawRecord("claude-code", "transcript", line, "fp", "0", now, {"path": "/x/s1.jsonl"})
+    [entry] = [e.to_dict() for e in claude_code.parse(record)]
+    boundary.check_entry(entry)
+    assert entry["time_unix_nano"] == now and entry["collector.time_replaced"] == "out_of_range"
+    assert entry["event.name"] == "user.prompt"
 
 
 def test_retry_feeds_the_records_again_and_a_fixed_one_leaves_the_quarantine(

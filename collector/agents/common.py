@@ -14,26 +14,32 @@ from collector.model.entry import payload_digest as payload_digest  # re-exporte
 
 def iso_to_ns(value: Any) -> int | None:
     """ISO 8601 (``2026-11-30T11:15:34.887Z``) or an epoch number to epoch nanoseconds. Numbers are taken
-    as seconds, milliseconds, microseconds or nanoseconds by their size; 0, negative, not finite or
-    unparsable values are missing (None). The pipeline's boundary checks the range."""
+    as seconds, milliseconds, microseconds or nanoseconds by their size; 0 and 0001-01-01 (how writers
+    say "no time"), not finite or unparsable values are missing (None). A time before 1970 is returned
+    as it is (negative): the pipeline's boundary replaces every time out of its range by the observed
+    time and says so (``collector.time_replaced``)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return _epoch_number_to_ns(value)
     if not isinstance(value, str) or not value:
         return None
     try:
         dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        if dt.year == 1:  # 0001-01-01: Go's zero time, a writer's "no time"
+            return None
         if dt.tzinfo is None:
             dt = dt.replace(tzinfo=UTC)
         seconds = int(dt.timestamp())
     except (ValueError, OverflowError, OSError):
         return None
     ns = seconds * 1_000_000_000 + dt.microsecond * 1000
-    return ns if ns > 0 else None
+    return ns or None
 
 
 def _epoch_number_to_ns(value: float) -> int | None:
-    if not math.isfinite(value) or value <= 0:
+    if not math.isfinite(value) or value == 0:
         return None
+    if value < 0:
+        return min(-1, int(value * 1_000_000_000))  # before 1970, as seconds: the boundary flags it
     for limit, scale in ((1e11, 1_000_000_000), (1e14, 1_000_000), (1e17, 1_000)):
         if value < limit:  # 1e11 s is the year 5138; 1e14 ms and 1e17 us are the same instant
             return int(value * scale) if isinstance(value, float) else value * scale
