@@ -1,7 +1,16 @@
+from __future__ import annotations
+
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from deploy_support import StateSlots
+
+    from collector.paths import Paths
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -19,3 +28,14 @@ def _isolated_agent_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytes
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("npm_config_cache", str(home / ".npm"))
+
+
+@pytest.fixture
+def slots(env: tuple[Path, Paths]) -> Iterator[StateSlots]:
+    """The daemon parts' checkpoint slots under the paths of the requesting module's own ``env`` fixture
+    (a deploy test's home), closed after the test."""
+    from deploy_support import StateSlots
+
+    made = StateSlots(env[1])
+    yield made
+    made.close()

@@ -9,11 +9,12 @@ import json
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from deploy_support import FIXTURES, StateSlots, clear_env, definitions, paths_for, saved
+from waits import wait_for
 
 from collector.cli.main import main
 from collector.config import load_config
@@ -23,13 +24,6 @@ from collector.deploy.choices import set_disabled
 from collector.paths import Paths
 
 OURS = b"agent-collector-hook.sh"
-
-
-@pytest.fixture
-def slots(env: tuple[Path, Paths]) -> Iterator[StateSlots]:
-    slots = StateSlots(env[1])
-    yield slots
-    slots.close()
 
 
 @pytest.fixture
@@ -45,13 +39,6 @@ def install_claude_later(home: Path) -> Path:
     """Claude Code's own config as its CLI left it (the deploy fixture), appearing after the collector."""
     shutil.copytree(FIXTURES / "claude-code" / "home", home, dirs_exist_ok=True)
     return home / ".claude" / "settings.json"
-
-
-def wait_for(check: Callable[[], bool], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "not within the bound"
-        time.sleep(0.05)
 
 
 def test_an_agent_installed_later_is_deployed_once(env: tuple[Path, Paths]) -> None:

@@ -9,7 +9,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from typing import Any
 import pytest
 from support import ROOT
 from usage_support import merged_fixtures
+from waits import free_port
 
 from collector.paths import Paths
 
@@ -49,12 +49,6 @@ async function attempt(label, fn) {
   document.getElementById("out").textContent = out.join("\\n");
 })();
 </script>"""
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Browser:
@@ -119,7 +113,7 @@ def _store_by_agent(paths: Paths) -> dict[str, dict[str, int]]:
 @pytest.fixture
 def daemon(tmp_path: Path) -> Any:
     paths = merged_fixtures(tmp_path / "fixtures")
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "daemon.log"
     process = _start_daemon(paths, port, log)
     try:

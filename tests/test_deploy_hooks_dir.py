@@ -9,11 +9,12 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from deploy_support import StateSlots, agent_snapshot, clear_env, definitions, paths_for, watchdog_thread
+from waits import wait_for
 
 from collector.deploy import Action, State, install_agent, integration_state, uninstall_agent
 from collector.deploy.engine import repair_file
@@ -118,15 +119,6 @@ def test_a_removed_wrapper_is_put_back_by_the_repair(env: tuple[Path, Paths]) ->
     assert Action.CREATE in {c.action for c in changes}
     assert target.read_bytes() == content and target.stat().st_mode & 0o777 == 0o755
     assert integration_state(defn, paths)[0].state is State.IN_PLACE
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"not within {timeout}s")
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from deploy_support import clear_env
+from waits import free_port
 
 from collector.cli.main import main
 
@@ -194,15 +194,9 @@ def test_ingest_check_probes_the_recorded_port(tmp_path: Path) -> None:
     assert probed == [recorded, recorded]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_healthy_with_a_real_daemon(home: Path, capsys: pytest.CaptureFixture[str],
                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AGENT_COLLECTOR_INGEST__PORT", str(_free_port()))
+    monkeypatch.setenv("AGENT_COLLECTOR_INGEST__PORT", str(free_port()))
     install(home, "claude-code")
     environ = {**os.environ, "AGENT_COLLECTOR_WATCHDOG__ENABLED": "false"}
     with (home.parent / "daemon.log").open("wb") as log:  # a file: an unread pipe could fill and stall it

@@ -5,12 +5,10 @@ refused, never followed."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
 import signal
-import socket
 import stat
 import subprocess
 import sys
@@ -20,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from support import FIXTURES
+from waits import free_port, wait_for
 
 from collector.exporters.base import ExportError
 from collector.exporters.jsonl import JsonlExporter
@@ -27,12 +26,6 @@ from collector.sources.spool_writer import SpoolWriter
 from collector.util.private import repair
 
 SPOOL = FIXTURES / "claude-code" / "tool_then_answer" / "spool" / "claude-code"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _modes(*roots: Path) -> dict[str, str]:
@@ -56,16 +49,6 @@ def _post(port: int, body: dict[str, object], token_file: Path) -> int:
         return int(response.status)
 
 
-def _wait_for(check: object, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError):
-            if check():  # type: ignore[operator]
-                return
-        time.sleep(0.1)
-    raise AssertionError("timed out")
-
-
 @pytest.mark.parametrize("umask", ["000", "022"])
 def test_daemon_under_a_loose_umask_makes_only_private_files(tmp_path: Path, umask: str) -> None:
     home, data, cfg = tmp_path / "home", tmp_path / "data", tmp_path / "cfg"
@@ -76,10 +59,10 @@ def test_daemon_under_a_loose_umask_makes_only_private_files(tmp_path: Path, uma
     shutil.copy(next(SPOOL.glob("*.jsonl")), loose)  # as a hook script under umask 022 would leave it
     os.chmod(loose, 0o644)
     os.chmod(data, 0o755)
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_COLLECTOR_", "OTEL_"))}
     env.update({"HOME": str(home), "AGENT_COLLECTOR_DATA_DIR": str(data), "AGENT_COLLECTOR_CONFIG_DIR": str(cfg),
-                "AGENT_COLLECTOR_INGEST__PORT": str(port), "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{_free_port()}",
+                "AGENT_COLLECTOR_INGEST__PORT": str(port), "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{free_port()}",
                 "OTEL_EXPORTER_OTLP_TIMEOUT": "200"})
     shell = f'umask {umask} && exec "$@"'
     init = subprocess.run(["sh", "-c", shell, "sh", sys.executable, "-m", "collector", "config", "init",
@@ -88,11 +71,13 @@ def test_daemon_under_a_loose_umask_makes_only_private_files(tmp_path: Path, uma
     proc = subprocess.Popen(["sh", "-c", shell, "sh", sys.executable, "-m", "collector", "run", "--home", str(home)],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        _wait_for(lambda: _post(port, {"hook_event_name": "SessionStart", "session_id": "modes-1",
-                                       "source": "startup"}, data / "state" / "ingest.token") == 200)
+        wait_for(lambda: _post(port, {"hook_event_name": "SessionStart", "session_id": "modes-1",
+                                       "source": "startup"}, data / "state" / "ingest.token") == 200,
+                 60, "the ingest", 0.1, (OSError,))
         output = data / "output"
-        _wait_for(lambda: b"modes-1" in b"".join(p.read_bytes() for p in output.glob("*.jsonl")))
-        _wait_for(lambda: any((data / "queue").rglob("seg-*")))
+        wait_for(lambda: b"modes-1" in b"".join(p.read_bytes() for p in output.glob("*.jsonl")), 60,
+                 "the output", 0.1, (OSError,))
+        wait_for(lambda: any((data / "queue").rglob("seg-*")), 60, "a queue segment", 0.1, (OSError,))
         running = _modes(data, cfg)  # while it runs: SQLite's -wal and -shm exist
     finally:
         proc.send_signal(signal.SIGTERM)

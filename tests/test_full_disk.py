@@ -11,13 +11,13 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from otlp_receiver import OtlpReceiver
 from support import assert_no_duplicates, read_output
+from waits import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 N_TOOLS = 300
@@ -74,15 +74,6 @@ def write_spool(spool: Path) -> int:
     return len(lines) - 1  # every line but Stop gives one entry (Stop gives a session.status)
 
 
-def wait_until(check, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def status_json(tmp_path: Path) -> dict:  # type: ignore[type-arg]
     try:
         return json.loads((tmp_path / "data" / "state" / "status.json").read_text())
@@ -109,10 +100,10 @@ def test_full_disk_sigterm_then_space_returns(tmp_path: Path, tiny_disk: Path) -
     try:
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
-            wait_until(lambda: "delivery" in status_json(tmp_path) or proc.poll() is not None, 60, "start-up")
+            wait_for(lambda: "delivery" in status_json(tmp_path) or proc.poll() is not None, 60, "start-up")
             filler = fill(tiny_disk, leave=48 * 1024)  # the disk fills up: room for a batch or two, then ENOSPC
             expected = write_spool(tmp_path / "data" / "spool" / "claude-code")  # the agent goes on working
-            wait_until(lambda: (status_json(tmp_path).get("delivery") or {}).get("state") == "blocked"
+            wait_for(lambda: (status_json(tmp_path).get("delivery") or {}).get("state") == "blocked"
                        or proc.poll() is not None, 60, "the daemon to report the refusing exporters")
             assert proc.poll() is None, proc.stderr.read().decode()[-3000:] if proc.stderr else ""
             shown = subprocess.run([sys.executable, "-m", "collector", "status", "--home", str(home)], env=env,
@@ -141,7 +132,7 @@ def test_full_disk_sigterm_then_space_returns(tmp_path: Path, tiny_disk: Path) -
                 return len(written) >= expected and len(logs) >= len(written) and len(tools) >= N_TOOLS
 
             try:
-                wait_until(all_there, 90, "every entry in the output and at the backend")
+                wait_for(all_there, 90, "every entry in the output and at the backend")
             except AssertionError:
                 proc.kill()
                 raise AssertionError(f"{len(read_output(out))} written, {len(receiver.logs())} logs, "
@@ -186,7 +177,7 @@ def test_second_signal_exits_at_once(tmp_path: Path) -> None:
         proc = subprocess.Popen([sys.executable, "-m", "collector", "run", "--home", str(home), "--output",
                                  str(tmp_path / "out")], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
-            wait_until(lambda: (status_json(tmp_path).get("exporters", {}).get("otlp-default-logs") or {})
+            wait_for(lambda: (status_json(tmp_path).get("exporters", {}).get("otlp-default-logs") or {})
                        .get("queued", 0) > 0, 60, "entries waiting in the OTLP queue")
             stopping = threading.Event()
 
@@ -230,7 +221,7 @@ def test_sigterm_with_a_backend_that_never_answers(tmp_path: Path) -> None:
                                  str(tmp_path / "out")], env=env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
         try:
-            wait_until(lambda: (status_json(tmp_path).get("exporters", {}).get("otlp-default-logs") or {})
+            wait_for(lambda: (status_json(tmp_path).get("exporters", {}).get("otlp-default-logs") or {})
                        .get("queued", 0) > 0, 60, "entries waiting in the OTLP queue")
             proc.send_signal(signal.SIGTERM)
             try:
@@ -264,7 +255,7 @@ def test_daemon_starts_with_the_usage_store_on_a_disk_already_full(tmp_path: Pat
     proc = subprocess.Popen([sys.executable, "-m", "collector", "run", "--home", str(home), "--output", str(out)],
                             env=env, stdout=subprocess.DEVNULL, stderr=log)
     try:
-        wait_until(lambda: (status_json(tmp_path).get("delivery") or {}).get("state") == "blocked"
+        wait_for(lambda: (status_json(tmp_path).get("delivery") or {}).get("state") == "blocked"
                    or proc.poll() is not None, 60, "the daemon to report the full disk")
         assert proc.poll() is None, (tmp_path / "daemon.log").read_text()[-3000:]
         blocked = status_json(tmp_path)["delivery"]["blocked"]
@@ -274,9 +265,9 @@ def test_daemon_starts_with_the_usage_store_on_a_disk_already_full(tmp_path: Pat
         assert "delivery: BLOCKED" in shown.stdout and "full" in shown.stdout, shown.stdout
 
         filler.unlink()  # space returns
-        wait_until(lambda: len(read_output(out)) >= expected + 1 if out.exists() else False, 90,
+        wait_for(lambda: len(read_output(out)) >= expected + 1 if out.exists() else False, 90,
                    "every entry in the output once space returned")
-        wait_until(lambda: (status_json(tmp_path).get("delivery") or {}).get("state") == "ok", 30, "delivery ok")
+        wait_for(lambda: (status_json(tmp_path).get("delivery") or {}).get("state") == "ok", 30, "delivery ok")
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(10) == 0
     finally:

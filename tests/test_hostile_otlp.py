@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from otlp_receiver import OtlpReceiver
 from support import make_paths
-from test_otlp_faults import FAST, entry, queues, wait_until
+from test_otlp_faults import FAST, entry, queues
+from waits import wait_for
 
 from collector.exporters.otlp import build_otlp_exporters
 from collector.exporters.queue import QueuedExporter
@@ -34,8 +35,8 @@ def test_an_unencodable_entry_is_dropped_and_the_rest_flows(receiver: OtlpReceiv
     batch[201]["time_unix_nano"] = -1_000_000_000  # 1969: no fixed64 holds it
     for exporter in exporters:
         exporter.export(batch)
-    wait_until(lambda: all(not e.stats()["queued"] for e in exporters))
-    wait_until(lambda: all(not e.stats()["inner"].get("outbox_spans") for e in exporters))
+    wait_for(lambda: all(not e.stats()["queued"] for e in exporters), 30)
+    wait_for(lambda: all(not e.stats()["inner"].get("outbox_spans") for e in exporters), 30)
     stats = {e.name.rsplit("-", 1)[-1]: e.stats() for e in exporters}
     for exporter in exporters:
         exporter.shutdown()
@@ -68,8 +69,8 @@ def test_the_unencodable_entry_is_in_the_quarantine_file_with_its_reason(
     poisoned = {f"{i:032x}" for i in (31, 49, 60)}
     for exporter in exporters:
         exporter.export(batch)
-    wait_until(lambda: all(not e.stats()["queued"] for e in exporters))
-    wait_until(lambda: all(not e.stats()["inner"].get("outbox_spans") for e in exporters))
+    wait_for(lambda: all(not e.stats()["queued"] for e in exporters), 30)
+    wait_for(lambda: all(not e.stats()["inner"].get("outbox_spans") for e in exporters), 30)
     for exporter in exporters:
         exporter.shutdown()
     lines = listing(quarantine_dir(make_paths(tmp_path)))
@@ -117,8 +118,8 @@ def test_a_pre_1970_time_through_the_real_daemon_with_otlp_on(receiver: OtlpRece
     daemon.start()
     try:
         entries = daemon.wait_output(lambda es: len(es) >= expected)
-        wait_until(lambda: {r["attributes"].get("event.id") for r in receiver.logs()} >= {
-            e["event.id"] for e in read_output(daemon.out)})
+        wait_for(lambda: {r["attributes"].get("event.id") for r in receiver.logs()} >= {
+            e["event.id"] for e in read_output(daemon.out)}, 30)
         assert daemon.get("/v1/status")
         logs = daemon.get("/v1/status")["exporters"]["otlp-default-logs"]
     finally:

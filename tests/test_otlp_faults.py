@@ -6,7 +6,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from typing import Any
 import pytest
 from otlp_receiver import OtlpReceiver
 from support import make_paths
+from waits import free_port, wait_for
 
 from collector.exporters.otlp import build_otlp_exporters
 from collector.exporters.queue import QueuedExporter, QueueOptions
@@ -63,13 +63,6 @@ def queues(config: dict[str, Any], tmp: Path, options: QueueOptions = FAST) -> l
     return [e for e in out if isinstance(e, QueuedExporter)]
 
 
-def wait_until(cond: Any, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-
-
 def assert_duplicates_identical(
     records: list[dict[str, Any]], key: str, ignore: tuple[str, ...] = ()
 ) -> dict[str, dict[str, Any]]:
@@ -91,7 +84,7 @@ def test_backend_down_while_1000_entries_flow(receiver: OtlpReceiver, tmp_path: 
         if start == 300:
             receiver.stop()
         if start == 700:
-            wait_until(lambda: all(e.stats()["backend_up"] is False for e in exporters))
+            wait_for(lambda: all(e.stats()["backend_up"] is False for e in exporters), 30)
             assert all(e.stats()["queued"] > 0 for e in exporters if e.name.endswith("logs"))
             receiver.start()  # same port
         batch = [entry(i) for i in range(start, start + 20)]
@@ -99,9 +92,9 @@ def test_backend_down_while_1000_entries_flow(receiver: OtlpReceiver, tmp_path: 
         for exporter in exporters:
             exporter.export(batch)  # never blocks on the dead backend
         assert time.monotonic() - began < 0.5
-    wait_until(lambda: all(not e.stats()["queued"] for e in exporters))
-    wait_until(lambda: all(not e.stats()["inner"].get("open_turns") for e in exporters))
-    wait_until(lambda: all(not e.stats()["inner"].get("outbox_spans") for e in exporters))
+    wait_for(lambda: all(not e.stats()["queued"] for e in exporters), 30)
+    wait_for(lambda: all(not e.stats()["inner"].get("open_turns") for e in exporters), 30)
+    wait_for(lambda: all(not e.stats()["inner"].get("outbox_spans") for e in exporters), 30)
     stats = {e.name: e.stats() for e in exporters}
     for exporter in exporters:
         exporter.shutdown()
@@ -187,12 +180,6 @@ def test_slow_backend_does_not_stall_another(receiver: OtlpReceiver, tmp_path: P
         fast_q.shutdown()
     finally:
         slow.stop()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_kill_9_while_queued_then_restart_delivers(tmp_path: Path) -> None:

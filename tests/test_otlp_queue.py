@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from waits import wait_for
 
 from collector.exporters.base import Entry, ExportError
 from collector.exporters.queue import ACK_FILE, QueuedExporter, QueueOptions
@@ -60,13 +61,6 @@ def entries(n: int, start: int = 0, session: str = "s1", pad: int = 0) -> list[E
     ]
 
 
-def wait_for(cond: Any, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
-
-
 def test_delivers_everything_in_order(tmp_path: Path) -> None:
     backend = FakeBackend()
     q = QueuedExporter(backend, tmp_path / "q", options=FAST)
@@ -98,7 +92,7 @@ def test_backend_down_then_up_loses_nothing(tmp_path: Path) -> None:
     backend.down = True
     q = QueuedExporter(backend, tmp_path / "q", options=FAST)
     q.export(entries(300))
-    wait_for(lambda: q.stats()["failures"] >= 3)
+    wait_for(lambda: q.stats()["failures"] >= 3, 10, interval=0.01)
     stats = q.stats()
     assert (
         stats["backend_up"] is False
@@ -188,7 +182,7 @@ def test_torn_last_line_and_corrupt_lines_are_skipped(tmp_path: Path) -> None:
 def test_tick_is_called_when_idle(tmp_path: Path) -> None:
     backend = FakeBackend()
     q = QueuedExporter(backend, tmp_path / "q", options=FAST)
-    wait_for(lambda: backend.ticks >= 2)
+    wait_for(lambda: backend.ticks >= 2, 10, interval=0.01)
     q.shutdown()
 
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import orjson
 import pytest
-from test_otlp_queue import FakeBackend, entries, wait_for
+from test_otlp_queue import FakeBackend, entries
+from waits import wait_for
 
 from collector.exporters import queue_log
 from collector.exporters.queue import QueuedExporter, QueueOptions, new_log
@@ -70,7 +71,8 @@ def test_a_signal_that_is_down_keeps_its_entries_and_does_not_stall_the_others(t
     backends[1].down = False
     assert queues[1].flush(10)
     assert [e["seq"] for e in backends[1].received] == list(range(400))
-    wait_for(lambda: len(list((tmp_path / "q").glob("seg-*.jsonl"))) == 1)  # read segments are removed
+    # read segments are removed
+    wait_for(lambda: len(list((tmp_path / "q").glob("seg-*.jsonl"))) == 1, 10, interval=0.01)
     for q in queues:
         q.shutdown()
 
@@ -124,7 +126,7 @@ def test_an_older_versions_per_signal_queue_is_delivered_first_then_removed(tmp_
         assert q.flush(10)
     for b in backends:
         assert [e["seq"] for e in b.received] == list(range(50))
-    wait_for(lambda: not any(p.exists() for p in legacy.values()))
+    wait_for(lambda: not any(p.exists() for p in legacy.values()), 10, interval=0.01)
     for q in queues:
         q.shutdown()
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ from typing import Any
 
 import pytest
 from support import FIXTURES, collect, make_paths, prepare_fixture, truth_from_file
+from waits import free_port
 
 from collector.exporters.otlp import build_otlp_exporters
 from collector.exporters.queue import QueuedExporter, QueueOptions
@@ -51,12 +51,6 @@ def ensure_phoenix() -> Path:
     if done.returncode != 0 or not PHOENIX.exists():
         pytest.fail(f"cannot install arize-phoenix into {VENV}:\n{done.stderr[-3000:]}")
     return PHOENIX
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def get_json(url: str) -> Any:

@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,15 +18,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from waits import free_port, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 CONSOLE_SCRIPT = f"#!{sys.executable}\nimport sys\nfrom collector.cli.main import main\nsys.exit(main())\n"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def our_processes(marker: str) -> list[int]:
@@ -86,16 +80,6 @@ def installed(tmp_path: Path) -> Iterator[Installed]:
             os.kill(pid, signal.SIGKILL)
 
 
-def wait_for(predicate, timeout: float = 15.0):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"not within {timeout}s")
-
-
 @pytest.mark.timeout(180)
 def test_background_service_restarts_a_killed_daemon_and_stops(installed: Installed) -> None:
     down = installed.service("status")
@@ -103,7 +87,7 @@ def test_background_service_restarts_a_killed_daemon_and_stops(installed: Instal
 
     started = installed.service("start")
     assert started.returncode == 0, started.stdout + started.stderr
-    first = wait_for(installed.daemon_pid)
+    first = wait_for(installed.daemon_pid, 15, "a daemon pid", interval=0.1)
     up = installed.service("status")
     assert up.returncode == 0 and f"running (pid {first})" in up.stdout
     overall = subprocess.run([str(installed.bin), "status", "--json"], env=installed.env, capture_output=True,
@@ -112,7 +96,8 @@ def test_background_service_restarts_a_killed_daemon_and_stops(installed: Instal
     assert json.loads(overall.stdout)["service"] == {"running": True, "pid": first, "mode": "background"}
 
     os.kill(first, signal.SIGKILL)
-    second = wait_for(lambda: (pid := installed.daemon_pid()) and pid != first and pid, timeout=10)
+    second = wait_for(lambda: (pid := installed.daemon_pid()) and pid != first and pid, 10,
+                      "a new daemon pid", interval=0.1)
     assert second != first
     log = installed.log.read_text()
     assert f"daemon (pid {first}) exited with status 137" in log and "restarting in 1s" in log
@@ -121,7 +106,7 @@ def test_background_service_restarts_a_killed_daemon_and_stops(installed: Instal
 
     restarted = installed.service("restart")
     assert restarted.returncode == 0, restarted.stdout + restarted.stderr
-    third = wait_for(installed.daemon_pid)
+    third = wait_for(installed.daemon_pid, 15, "a daemon pid", interval=0.1)
     assert third != second and second not in our_processes(str(installed.data))
 
     stopped = installed.service("stop")

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from deploy_support import agent_snapshot, choose_settings_variant, make_home, snapshot
+from waits import free_port
 
 from collector.deploy.hookcmd import hook_shell
 from collector.deploy.units import render_launchd, render_systemd
@@ -31,14 +32,6 @@ UNINSTALL = ROOT / "deploy" / "uninstall.sh"
 # pip needs setuptools/wheel for its isolated build: keep them cached across runs, outside the HOME.
 PIP_CACHE = Path(os.environ.get("AGENT_COLLECTOR_TEST_PIP_CACHE", "/tmp/agent-collector-test-pip-cache"))
 PROFILE = "# my profile\nexport EDITOR=vi\n"
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture

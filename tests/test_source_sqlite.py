@@ -7,7 +7,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from waits import free_port
 
 from collector.definitions import load_definitions
 from collector.paths import Paths
@@ -207,12 +207,6 @@ def assistant(number: int) -> tuple[str, str, int, int, str]:
         "tokens": {"input": number, "output": 1, "reasoning": 0, "cache": {"read": 0, "write": 0}},
     }
     return (f"msg_{number:05}", "ses_1", 1000 + number, 1001 + number, json.dumps(data))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def committed(state_db: Path, stream: str) -> dict[str, Any] | None:

@@ -4,13 +4,11 @@ home's secret, or none, is refused with 401 and counted; /v1/status and /v1/sess
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -18,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from waits import wait_for
 
 from collector.paths import Paths, resolve_paths
 
@@ -53,16 +52,6 @@ def _request(url: str, headers: dict[str, str], body: dict[str, Any] | None = No
         return int(exc.code), exc.read()
 
 
-def _wait_for(check: Any, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError, ValueError):
-            if check():
-                return
-        time.sleep(0.1)
-    raise AssertionError("timed out")
-
-
 def _output(paths: Paths) -> str:
     return "".join(p.read_text() for p in sorted(paths.output_dir.glob("activity-*.jsonl")))
 
@@ -81,7 +70,7 @@ def homes(tmp_path: Path) -> Iterator[list[tuple[Paths, subprocess.Popen[str]]]]
         started.append((paths, proc))
         url, headers = _plugin_hook(paths)
         status_url = url.split("/v1/")[0] + "/v1/status"
-        _wait_for(lambda u=status_url, h=headers: _request(u, h)[0] == 200)  # type: ignore[misc]
+        wait_for(lambda u=status_url, h=headers: _request(u, h)[0] == 200, 30, "the ingest", 0.1, (OSError, ValueError))  # type: ignore[misc]
     yield started
     for _, proc in started:
         proc.send_signal(signal.SIGTERM)
@@ -114,7 +103,8 @@ def test_two_homes_two_daemons_each_gets_only_its_own(homes: list[tuple[Paths, s
         status, body = _request(a_base + path, {})
         assert status == 401 and b"alice-session" not in body
         assert _request(a_base + path, b_headers)[0] == 401
-    _wait_for(lambda: "alice-session" in _output(alice) and "bob-session" in _output(bob))
+    wait_for(lambda: "alice-session" in _output(alice) and "bob-session" in _output(bob), 30, "both outputs", 0.1,
+             (OSError, ValueError))
     status, body = _request(a_base + "/v1/status", a_headers)
     assert status == 200 and json.loads(body)["ingest"]["requests"]["rejected_401"] == 6, "2 hooks, 4 reads"
     assert json.loads(_request(b_base + "/v1/status", b_headers)[1])["ingest"]["requests"].get("rejected_401", 0) == 0

@@ -26,6 +26,7 @@ from deploy_support import (
     saved,
     watchdog_thread,
 )
+from waits import wait_for
 
 from collector.cli.main import main
 from collector.deploy import install_agent
@@ -64,13 +65,6 @@ class FakeClock:
 
 
 @pytest.fixture
-def slots(env: tuple[Path, Paths]) -> Iterator[StateSlots]:
-    slots = StateSlots(env[1])
-    yield slots
-    slots.close()
-
-
-@pytest.fixture
 def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Paths]:
     clear_env(monkeypatch)
     home = make_home(tmp_path, ["claude-code", "qwen-code"])
@@ -83,15 +77,6 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Paths]:
 
 def rewrite_once(file: Path) -> None:
     subprocess.run([sys.executable, "-c", REWRITER, str(file), "0", "0"], check=True)
-
-
-def wait_for(predicate, timeout: float) -> float:  # type: ignore[no-untyped-def]
-    start = time.monotonic()
-    while time.monotonic() - start < timeout:
-        if predicate():
-            return time.monotonic() - start
-        time.sleep(0.05)
-    raise AssertionError(f"not within {timeout}s")
 
 
 def test_policy_cooldown_conflict_cap_and_next_day(env: tuple[Path, Paths], slots: StateSlots) -> None:
@@ -200,8 +185,7 @@ def test_rewrite_by_another_process_is_restored_within_5s_and_counted(
     home, paths, dog = running
     settings = home / ".claude" / "settings.json"
     rewrite_once(settings)
-    took = wait_for(lambda: OURS in settings.read_bytes(), timeout=5)
-    assert took < 5
+    wait_for(lambda: OURS in settings.read_bytes(), timeout=5)
     assert json.loads(settings.read_text())["otherTool"] == {"writes": 1}
     wait_for(lambda: dog.stats()["repairs_total"] == 1, timeout=2)
     # saved just after the repair: wait for it, not for luck

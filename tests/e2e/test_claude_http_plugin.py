@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from fake_llm import FakeLLMServer
 from harness import AgentHome, describe, run_scenario, write_agent_config
+from waits import free_port, wait_for
 
 from collector.definitions import load_definitions
 from collector.deploy import install_agent
@@ -31,12 +32,6 @@ from collector.state.checkpoints import CHECKPOINTS_FILE, read_saved
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = {"kind": "http_plugin_dir", "dir": "${CLAUDE_CONFIG_DIR:-~/.claude}/skills/agent-collector"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def collector_env(home: Path, port: int) -> dict[str, str]:
@@ -74,15 +69,6 @@ def run_claude(env: AgentHome, server: FakeLLMServer) -> None:
     write_agent_config("claude-code", env.home, env.workdir, server)
     results = run_scenario("claude-code", "tool_then_answer", env.home, env.workdir, server, log_dir=env.root)
     assert [r.returncode for r in results] == [0], describe(results)
-
-
-def wait_for(predicate: Any, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError("timed out")
 
 
 def settings_json_path(tmp: Path, server: FakeLLMServer) -> list[dict[str, Any]]:
@@ -123,11 +109,12 @@ def test_drop_in_plugin_with_a_running_daemon(plugin_home: PluginHome, fake_llm:
                               env=collector_env(env.home, port), stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, text=True)
     try:
-        wait_for(lambda: _reachable(port))
+        wait_for(lambda: _reachable(port), 20, interval=0.1)
         run_claude(env, fake_llm)
-        wait_for(lambda: "closed" in statuses(output(paths)))
+        wait_for(lambda: "closed" in statuses(output(paths)), 20, interval=0.1)
         # the tokens come from the transcript, which a later cycle than the SessionEnd hook may read
-        wait_for(lambda: any(row["input_tokens_today"] > 0 for row in get_sessions(port, read_token(paths))))
+        wait_for(lambda: any(row["input_tokens_today"] > 0 for row in get_sessions(port, read_token(paths))), 20,
+                 interval=0.1)
         sessions = get_sessions(port, read_token(paths))
     finally:
         daemon.send_signal(signal.SIGTERM)
@@ -209,9 +196,9 @@ def test_two_homes_two_daemons_real_claude_each_gets_only_its_own(
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
                for e, _, p in homes]
     try:
-        wait_for(lambda: _reachable(a_port) and _reachable(b_port))
+        wait_for(lambda: _reachable(a_port) and _reachable(b_port), 20, interval=0.1)
         run_claude(b_env, fake_llm)
-        wait_for(lambda: "closed" in statuses(output(b_paths)))
+        wait_for(lambda: "closed" in statuses(output(b_paths)), 20, interval=0.1)
         b_sessions = {e["gen_ai.session.id"] for e in output(b_paths) if e.get("gen_ai.session.id")}
         assert len(b_sessions) == 1
         assert [s["session_id"] for s in get_sessions(b_port, read_token(b_paths))] == list(b_sessions)
@@ -262,14 +249,15 @@ def test_watchdog_restores_a_deleted_plugin_and_the_next_session_uses_it(
                               env=collector_env(env.home, port), stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, text=True)
     try:
-        wait_for(lambda: _reachable(port) and read_saved(paths.state_dir / CHECKPOINTS_FILE, ["watchdog"]))
+        wait_for(lambda: _reachable(port) and read_saved(paths.state_dir / CHECKPOINTS_FILE, ["watchdog"]), 20,
+                 interval=0.1)
         shutil.rmtree(root)
         started = time.monotonic()
         wait_for(lambda: manifest.exists() and hooks.exists(), timeout=5)
         assert time.monotonic() - started < 5
         wait_for(lambda: (manifest.read_bytes(), hooks.read_bytes()) == originals, timeout=2)
         run_claude(env, fake_llm)
-        wait_for(lambda: "closed" in statuses(output(paths)))
+        wait_for(lambda: "closed" in statuses(output(paths)), 20, interval=0.1)
     finally:
         daemon.send_signal(signal.SIGTERM)
         _, err = daemon.communicate(timeout=20)

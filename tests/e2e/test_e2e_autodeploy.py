@@ -15,22 +15,15 @@ import time
 from pathlib import Path
 
 import pytest
-from collector_e2e import collector, collector_env, data_dir, free_port, statuses_of, wait_listening
+from collector_e2e import collector, collector_env, data_dir, statuses_of
 from fake_llm import FakeLLMServer
 from harness import AgentHome, describe, run_scenario, write_agent_config
 from support import ROOT, read_output
+from waits import free_port, wait_for, wait_listening
 
 pytestmark = pytest.mark.e2e
 AGENT = "claude-code"
 BOUND_S = 60.0
-
-
-def wait_for(check: object, timeout: float) -> float:
-    start = time.monotonic()
-    while not check():  # type: ignore[operator]
-        assert time.monotonic() - start < timeout, f"not within {timeout}s"
-        time.sleep(0.1)
-    return time.monotonic() - start
 
 
 def test_claude_installed_while_the_daemon_runs_is_deployed_and_collected_live(
@@ -47,7 +40,9 @@ def test_claude_installed_while_the_daemon_runs_is_deployed_and_collected_live(
             wait_listening(port)
             assert not (home / ".claude").exists() and not plugin.exists()
             write_agent_config(AGENT, home, agent_home.workdir, fake_llm)  # Claude Code is installed now
-            took = wait_for(plugin.exists, BOUND_S)
+            appeared = time.monotonic()
+            wait_for(plugin.exists, BOUND_S, "the deployed plugin", interval=0.1)
+            took = time.monotonic() - appeared
             results = run_scenario(AGENT, "tool_then_answer", home, agent_home.workdir, fake_llm,
                                    log_dir=agent_home.root)
             assert all(r.returncode == 0 for r in results), describe(results)
@@ -56,7 +51,8 @@ def test_claude_installed_while_the_daemon_runs_is_deployed_and_collected_live(
                 out = collector(home, "sessions", "--json", "--all", port=port).stdout
                 return [s for s in json.loads(out)["sessions"] if s.get("agent") == AGENT]
 
-            wait_for(lambda: any(s.get("status") in ("ready_for_review", "closed") for s in live()), 30)
+            wait_for(lambda: any(s.get("status") in ("ready_for_review", "closed") for s in live()), 30,
+                     "a reviewed session", interval=0.1)
         finally:
             daemon.send_signal(signal.SIGTERM)
             try:
