@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from support import (
     tool_pairs,
     truth_from_lines,
 )
+from waits import free_port, wait_listening
 
 Entries = list[dict[str, Any]]
 # OpenCode and Kilo Code run a background `npm install` of plugin dependencies against the harness's dead
@@ -46,22 +46,6 @@ def collector(home: Path, *args: str, port: int | None = None) -> subprocess.Com
                             capture_output=True, text=True, timeout=180, check=False)
     assert result.returncode == 0, f"agent-collector {' '.join(args)}:\n{result.stdout}\n{result.stderr}"
     return result
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_listening(port: int, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise AssertionError(f"the daemon did not listen on {port}")
 
 
 def data_dir(env: AgentHome) -> Path:
@@ -137,14 +121,52 @@ def end_reasons(entries: Entries) -> list[Any]:
     return [e["session.reason"] for e in entries if e["event.name"] == "session.end"]
 
 
-def check_calls(entries: Entries, server: FakeLLMServer, turns: int, results: list[str], tools: list[str],
+def check_calls(entries: Entries, server: FakeLLMServer, turns: int, results: list[str], tools: list[str] | None,
                 **session: Any) -> dict[str, tuple[int, int, str | None]]:
-    """``check_session`` (``session``: its options), then the tool results' statuses and the tools' names
-    (each in any order). Returns the tool pairs."""
+    """``check_session`` (``session``: its options), then the tool results' statuses and (unless None) the
+    tools' names (each in any order). Returns the tool pairs."""
     pairs = check_session(entries, server, turns, **session)
     assert result_statuses(pairs) == sorted(results)
-    assert tool_names(entries) == sorted(tools)
+    if tools is not None:
+        assert tool_names(entries) == sorted(tools)
     return pairs
+
+
+def check_tool_then_answer(env: AgentHome, entries: Entries, server: FakeLLMServer, tools: list[str],
+                           statuses: list[str] | None = None, **session: Any) -> dict[str, Any]:
+    """The `tool_then_answer` scenario: one turn whose tool calls (``tools``) all succeeded (``check_calls``,
+    ``session``: its options), the report agreeing with the server and, unless None, the session's statuses
+    in order. Returns the session report."""
+    check_calls(entries, server, 1, ["success"] * len(tools), tools, **session)
+    report = check_report(env, server, unrecorded_calls=session.get("unrecorded_calls", 0))
+    if statuses is not None:
+        assert statuses_of(entries) == statuses
+    return report
+
+
+def run_read(agent: str, env: AgentHome, server: FakeLLMServer, scenario: str, *sources: str,
+             extra_env: Mapping[str, str] | None = None) -> Entries:
+    """``run_collected``, then each of ``sources`` (``<agent>:<name>``) gave records and told again what the
+    agent's hooks or plugin had already said: the pipeline dropped those copies."""
+    entries = run_collected(agent, env, server, scenario, extra_env=extra_env)
+    check_sources_read(env, *sources, duplicates=True)
+    return entries
+
+
+def collect_files_alone(files: list[Path], home: Path, into: Path) -> Entries:
+    """The agent's own ``files`` (under ``home``) copied into a fresh HOME ``into`` with no spool, collected
+    with `collect --once`: what a backfill from them alone gives."""
+    for path in files:
+        target = into / path.relative_to(home)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, target)
+    collector(into, "collect", "--once", "-q")
+    return read_output(into / ".local" / "share" / "agent-collector" / "output")
+
+
+def facts(entries: Entries, hook_only: set[str]) -> set[tuple[str, str]]:
+    """Each entry's (event name, id), but of the kinds that only hooks or plugins know."""
+    return {(e["event.name"], e["event.id"]) for e in entries if e["event.name"] not in hook_only}
 
 
 def check_resumed(entries: Entries, starts: list[str], ends: list[str]) -> None:

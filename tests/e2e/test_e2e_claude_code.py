@@ -8,15 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from collector_e2e import (
-    check_report,
-    check_session,
-    result_statuses,
-    run_collected,
-    starts_of,
-    statuses_of,
-    tool_names,
-)
+from collector_e2e import check_calls, check_tool_then_answer, run_collected, starts_of
 from fake_llm import FakeLLMServer
 from harness import AgentHome
 
@@ -34,26 +26,19 @@ def run(env: AgentHome, server: FakeLLMServer, scenario: str) -> list[dict[str, 
 
 def test_tool_then_answer(e2e_agents_bin: Path, agent_home: AgentHome, fake_llm: FakeLLMServer) -> None:
     entries = run(agent_home, fake_llm, "tool_then_answer")
-    pairs = check_session(entries, fake_llm, turns=1)
-    check_report(agent_home, fake_llm)
-    assert result_statuses(pairs) == ["success"]
-    assert tool_names(entries) == ["Bash"]
-    assert statuses_of(entries) == ["idle", "running", "ready_for_review", "closed"]
+    check_tool_then_answer(agent_home, entries, fake_llm, ["Bash"], ["idle", "running", "ready_for_review", "closed"])
 
 
 def test_two_turns_resumed_in_a_new_process(
     e2e_agents_bin: Path, agent_home: AgentHome, fake_llm: FakeLLMServer
 ) -> None:
     entries = run(agent_home, fake_llm, "two_turns_resume")
-    pairs = check_session(entries, fake_llm, turns=2)
-    assert result_statuses(pairs) == ["success", "success"]
-    assert tool_names(entries) == ["Bash", "Write"]
+    check_calls(entries, fake_llm, 2, ["success", "success"], ["Bash", "Write"])
     assert starts_of(entries) == ["resume", "startup"]
 
 
 def test_failing_command(e2e_agents_bin: Path, agent_home: AgentHome, fake_llm: FakeLLMServer) -> None:
     entries = run(agent_home, fake_llm, "failing_command")
-    pairs = check_session(entries, fake_llm, turns=1)
-    assert result_statuses(pairs) == ["error"]
+    check_calls(entries, fake_llm, 1, ["error"], None)
     result = next(e for e in entries if e["event.name"] == "tool.result")
     assert result["error.type"] == "tool_error" and result["error.message.length"] > 0

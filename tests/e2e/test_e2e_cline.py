@@ -14,18 +14,17 @@ that nothing started under its HOME is left."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 from collector_e2e import (
-    check_report,
-    check_session,
+    check_calls,
+    check_tool_then_answer,
+    collect_files_alone,
     collector,
     data_dir,
-    free_port,
-    result_statuses,
+    facts,
     run_collected,
     starts_of,
     statuses_of,
@@ -43,6 +42,7 @@ from harness import (
     write_agent_config,
 )
 from support import read_output
+from waits import free_port
 
 pytestmark = pytest.mark.e2e
 AGENT = "cline"
@@ -82,38 +82,25 @@ def _processes_under(home: Path) -> list[int]:
     return found
 
 
-def facts(entries: list[dict[str, Any]]) -> set[tuple[str, str]]:
-    return {(e["event.name"], e["event.id"]) for e in entries if e["event.name"] not in HOOK_ONLY}
-
-
-def collect_files_alone(env: AgentHome, tmp: Path) -> list[dict[str, Any]]:
-    """Cline's messages files and sessions.db copied into a fresh HOME with no spool, `collect --once`."""
-    home = tmp / "files-alone"
+def files_alone(env: AgentHome, tmp: Path) -> list[dict[str, Any]]:
+    """Cline's messages files and sessions.db (with its -wal/-shm) collected alone in a fresh HOME."""
     files = session_files(AGENT, env.home, env.workdir)
     files += [p for p in (env.home / ".cline/data/db").glob("sessions.db-*")]
-    for path in files:
-        target = home / path.relative_to(env.home)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(path, target)
-    collector(home, "collect", "--once", "-q")
-    return read_output(home / ".local" / "share" / "agent-collector" / "output")
+    return collect_files_alone(files, env.home, tmp / "files-alone")
 
 
 def test_tool_then_answer(e2e_agents_bin: Path, agent_home: AgentHome, fake_llm: FakeLLMServer,
                           tmp_path: Path) -> None:
     entries = run(agent_home, fake_llm, "tool_then_answer")
-    pairs = check_session(entries, fake_llm, turns=1, sources=FILES)
-    check_report(agent_home, fake_llm)
-    assert result_statuses(pairs) == ["success"]
-    assert tool_names(entries) == ["run_commands"]
+    check_tool_then_answer(agent_home, entries, fake_llm, ["run_commands"], sources=FILES)
     hooked = {e["event.name"] for e in entries if e.get("source.kind") == "hook"}
     assert hooked == {"session.start"}, "hooks name no prompt: the files make the rest"
     assert [e["session.reason"] for e in entries if e["event.name"] == "session.end"] == ["completed"]
     # No hook fires when `cline` exits: the session's row in sessions.db, ended, closes it.
     assert statuses_of(entries) == ["idle", "running", "ready_for_review", "closed"]
 
-    alone = collect_files_alone(agent_home, tmp_path)
-    assert facts(alone) == facts(entries), "the files alone give the same facts with the same ids"
+    alone = files_alone(agent_home, tmp_path)
+    assert facts(alone, HOOK_ONLY) == facts(entries, HOOK_ONLY), "the files alone give the same facts with the same ids"
 
     providers = (agent_home.home / PROVIDERS).read_bytes()
     collector(agent_home.home, "uninstall", "--agent", AGENT)
@@ -125,11 +112,10 @@ def test_failing_command(e2e_agents_bin: Path, agent_home: AgentHome, fake_llm: 
     """With the daemon running, as a service would be: the hooks reach it while Cline works."""
     entries = run(agent_home, fake_llm, "failing_command", daemon=True)
     # live, the session's row may be read before the TaskStart hook lands: its start is the one kept
-    pairs = check_session(entries, fake_llm, turns=1, sources=FILES[1:])
+    check_calls(entries, fake_llm, 1, ["error"], None, sources=FILES[1:])
     hooked = {e["agent.hook_event_name"] for e in entries if e["event.name"] == "session.status"}
     assert {"TaskStart", "PreToolUse", "TaskComplete"} <= hooked, "the daemon got the hooks"
     assert statuses_of(entries) == ["idle", "running", "ready_for_review", "closed"]
-    assert result_statuses(pairs) == ["error"]
     results = [e for e in entries if e["event.name"] == "tool.result"]
     assert [(r["error.type"], r["process.exit.code"]) for r in results] == [("exit_code", 1)]
     assert results[0]["error.message.length"] > 0 and "error.message" not in results[0]  # capture is off
@@ -137,17 +123,13 @@ def test_failing_command(e2e_agents_bin: Path, agent_home: AgentHome, fake_llm: 
 
 def test_write_file(e2e_agents_bin: Path, agent_home: AgentHome, fake_llm: FakeLLMServer) -> None:
     entries = run(agent_home, fake_llm, WRITE)
-    pairs = check_session(entries, fake_llm, turns=1, sources=FILES)
-    assert result_statuses(pairs) == ["success"]
-    assert tool_names(entries) == ["editor"]
+    check_calls(entries, fake_llm, 1, ["success"], ["editor"], sources=FILES)
     assert (agent_home.workdir / "notes.md").is_file()
 
 
 def test_subagent(e2e_agents_bin: Path, agent_home: AgentHome, fake_llm: FakeLLMServer) -> None:
     entries = run(agent_home, fake_llm, SUBAGENT)
-    pairs = check_session(entries, fake_llm, turns=1, sources=FILES)
-    assert result_statuses(pairs) == ["success", "success"]
-    assert tool_names(entries) == ["run_commands", "spawn_agent"]
+    check_calls(entries, fake_llm, 1, ["success", "success"], ["run_commands", "spawn_agent"], sources=FILES)
     spawn = next(e for e in entries if e["event.name"] == "tool.call" and e["gen_ai.tool.name"] == "spawn_agent")
     subs = [e for e in entries if e.get("gen_ai.agent.scope") == "subagent"]
     (agent_id,) = {e["gen_ai.agent.id"] for e in subs}
@@ -211,9 +193,7 @@ def test_two_turns_resumed_in_the_terminal_ui(e2e_agents_bin: Path, agent_home: 
     assert lingering_pids(AGENT, home) == [] and not _processes_under(home)
     collector(home, "collect", "--once", "-q", port=port)
     entries = read_output(data_dir(agent_home) / "output")
-    pairs = check_session(entries, fake_llm, turns=2, sources=FILES)
-    assert result_statuses(pairs) == ["success", "success"]
-    assert tool_names(entries) == ["editor", "run_commands"]
+    check_calls(entries, fake_llm, 2, ["success", "success"], ["editor", "run_commands"], sources=FILES)
     assert [p.name for p in session_files(AGENT, home, work) if p.name.endswith(".messages.json")] == [messages.name]
     assert starts_of(entries) == ["resume", "startup"]
     statuses = statuses_of(entries)

@@ -8,16 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from collector_e2e import (
-    check_exit_code_failure,
-    check_report,
-    check_session,
-    result_statuses,
-    run_collected,
-    starts_of,
-    statuses_of,
-    tool_names,
-)
+from collector_e2e import check_calls, check_exit_code_failure, check_tool_then_answer, run_collected, starts_of
 from fake_llm import FakeLLMServer
 from harness import AgentHome
 
@@ -27,11 +18,8 @@ AGENT = "gemini-cli"
 
 def test_tool_then_answer(e2e_agents_bin: Path, agent_home: AgentHome, fake_llm: FakeLLMServer) -> None:
     entries = run_collected(AGENT, agent_home, fake_llm, "tool_then_answer")
-    pairs = check_session(entries, fake_llm, turns=1)
-    check_report(agent_home, fake_llm)
-    assert result_statuses(pairs) == ["success"]
-    assert tool_names(entries) == ["run_shell_command"]
-    assert statuses_of(entries) == ["idle", "running", "ready_for_review", "closed"]
+    check_tool_then_answer(agent_home, entries, fake_llm, ["run_shell_command"],
+                           ["idle", "running", "ready_for_review", "closed"])
     assert not [e for e in entries if e["event.name"] == "compaction"], "PreCompress is not a compaction"
 
 
@@ -39,17 +27,14 @@ def test_two_turns_resumed_in_a_new_process(
     e2e_agents_bin: Path, agent_home: AgentHome, fake_llm: FakeLLMServer
 ) -> None:
     entries = run_collected(AGENT, agent_home, fake_llm, "two_turns_resume")
-    pairs = check_session(entries, fake_llm, turns=2)
-    assert result_statuses(pairs) == ["success", "success"]
-    assert tool_names(entries) == ["run_shell_command", "write_file"]
+    check_calls(entries, fake_llm, 2, ["success", "success"], ["run_shell_command", "write_file"])
     assert starts_of(entries) == ["resume", "startup"]
     assert sum(e["event.name"] == "session.end" for e in entries) == 2
 
 
 def test_failing_command(e2e_agents_bin: Path, agent_home: AgentHome, fake_llm: FakeLLMServer) -> None:
     entries = run_collected(AGENT, agent_home, fake_llm, "failing_command")
-    pairs = check_session(entries, fake_llm, turns=1)
-    assert result_statuses(pairs) == ["error"]
+    check_calls(entries, fake_llm, 1, ["error"], None)
     check_exit_code_failure(entries)
     recorded = [line for path in agent_home.home.glob(".gemini/tmp/*/chats/*.jsonl")
                 for line in path.read_text().splitlines() if '"toolCalls"' in line]

@@ -15,11 +15,10 @@ from collector_e2e import (
     NO_NPM_RETRY,
     check_calls,
     check_exit_code_failure,
-    check_report,
     check_resumed,
-    check_sources_read,
+    check_tool_then_answer,
     end_reasons,
-    run_collected,
+    run_read,
 )
 from fake_llm import FakeLLMServer
 from harness import AgentHome
@@ -29,17 +28,14 @@ AGENT = "kilo-code"
 
 
 def run(env: AgentHome, server: FakeLLMServer, scenario: str) -> list[dict[str, Any]]:
-    entries = run_collected(AGENT, env, server, scenario, extra_env=NO_NPM_RETRY)
-    # The plugin's events came first; the database told the same facts again and they were dropped.
-    check_sources_read(env, "kilo-code:db", duplicates=True)
+    entries = run_read(AGENT, env, server, scenario, "kilo-code:db", extra_env=NO_NPM_RETRY)  # after the plugin
     assert {e["agent.name"] for e in entries if "agent.name" in e} <= {AGENT}
     return entries
 
 
 def test_tool_then_answer(e2e_agents_bin: Path, agent_home: AgentHome, fake_llm: FakeLLMServer) -> None:
     entries = run(agent_home, fake_llm, "tool_then_answer")
-    check_calls(entries, fake_llm, 1, ["success"], ["bash"], sources=("hook",))
-    check_report(agent_home, fake_llm)
+    check_tool_then_answer(agent_home, entries, fake_llm, ["bash"], sources=("hook",))
     assert end_reasons(entries) == ["exit"]
 
 

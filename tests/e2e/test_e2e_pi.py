@@ -6,7 +6,6 @@ backfill, and `uninstall` leaves pi's own files byte-identical."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -14,17 +13,16 @@ import pytest
 from collector_e2e import (
     check_calls,
     check_exit_code_failure,
-    check_report,
     check_resumed,
-    check_sources_read,
+    check_tool_then_answer,
+    collect_files_alone,
     collector,
     end_reasons,
-    run_collected,
-    statuses_of,
+    facts,
+    run_read,
 )
 from fake_llm import FakeLLMServer
 from harness import AgentHome, session_files, write_agent_config
-from support import read_output
 
 pytestmark = pytest.mark.e2e
 AGENT = "pi"
@@ -33,27 +31,8 @@ PI_FILES = (".pi/agent/models.json", ".pi/agent/settings.json")
 HOOK_ONLY = {"session.end", "session.status"}  # the file knows no process ends, and statuses come from hooks
 
 
-def facts(entries: list[dict[str, Any]]) -> set[tuple[str, str]]:
-    return {(e["event.name"], e["event.id"]) for e in entries if e["event.name"] not in HOOK_ONLY}
-
-
 def run(env: AgentHome, server: FakeLLMServer, scenario: str) -> list[dict[str, Any]]:
-    entries = run_collected(AGENT, env, server, scenario)
-    # The extension's lines came first (the spool is read first); the session file told the same facts
-    # again and they were dropped.
-    check_sources_read(env, "pi:sessions", duplicates=True)
-    return entries
-
-
-def collect_files_alone(env: AgentHome, tmp: Path) -> list[dict[str, Any]]:
-    """pi's session files copied into a fresh HOME with no spool, collected with `collect --once`."""
-    home = tmp / "files-alone"
-    for path in session_files(AGENT, env.home, env.workdir):
-        target = home / path.relative_to(env.home)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(path, target)
-    collector(home, "collect", "--once", "-q")
-    return read_output(home / ".local" / "share" / "agent-collector" / "output")
+    return run_read(AGENT, env, server, scenario, "pi:sessions")  # after the extension's lines (read first)
 
 
 def test_tool_then_answer(e2e_agents_bin: Path, agent_home: AgentHome, fake_llm: FakeLLMServer,
@@ -61,16 +40,16 @@ def test_tool_then_answer(e2e_agents_bin: Path, agent_home: AgentHome, fake_llm:
     write_agent_config(AGENT, agent_home.home, agent_home.workdir, fake_llm)
     before = {rel: (agent_home.home / rel).read_bytes() for rel in PI_FILES}
     entries = run(agent_home, fake_llm, "tool_then_answer")
-    check_calls(entries, fake_llm, 1, ["success"], ["bash"], sources=("hook",))
-    session = check_report(agent_home, fake_llm)
+    session = check_tool_then_answer(agent_home, entries, fake_llm, ["bash"],
+                                     ["idle", "running", "ready_for_review", "closed"], sources=("hook",))
     assert session["rows"][0]["agent_cost_usd"] is not None, "pi's own cost figure is shown next to ours"
-    assert statuses_of(entries) == ["idle", "running", "ready_for_review", "closed"]
     assert end_reasons(entries) == ["exit"]
     hooked = {e["event.name"] for e in entries if e.get("source.kind") == "hook"}
     assert {"user.prompt", "llm.response", "tool.call", "tool.result", "session.start"} <= hooked
 
-    alone = collect_files_alone(agent_home, tmp_path)
-    assert facts(alone) == facts(entries), "the session file alone gives the same facts with the same ids"
+    alone = collect_files_alone(session_files(AGENT, agent_home.home, agent_home.workdir), agent_home.home,
+                                tmp_path / "files-alone")
+    assert facts(alone, HOOK_ONLY) == facts(entries, HOOK_ONLY), "the file alone: the same facts, the same ids"
 
     collector(agent_home.home, "uninstall", "--agent", AGENT)
     assert not (agent_home.home / EXTENSION).exists()
