@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import http.client
-import json
 import os
 import shlex
 import signal
@@ -33,22 +32,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-SAMPLE = ROOT / "tests" / "fixtures" / "claude-code" / "tool_then_answer" / "spool"
 
-
-def payload() -> bytes:
-    for path in SAMPLE.glob("*/*.jsonl"):
-        for line in path.read_text().splitlines():
-            envelope = json.loads(line)
-            if envelope["event"] == "PostToolUse":
-                return json.dumps(envelope["payload"]).encode()
-    raise SystemExit("no PostToolUse sample")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from _hook_sample import free_port, payload  # noqa: E402
 
 
 def timed(call: Callable[[], None], n: int, gap_s: float = 0.0) -> list[float]:

@@ -31,13 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from _claude_corpus import generate  # noqa: E402
+from _hook_sample import free_port  # noqa: E402
 from hook_posting import HookClient, post_hooks, pre_tool_use  # noqa: E402  (shared with the crash test)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def post_all(port: int, token: str, numbers: range, between: Callable[[], None] = lambda: None) -> list[float]:

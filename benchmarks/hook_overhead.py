@@ -19,18 +19,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from _hook_sample import payload
+
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLE = ROOT / "tests" / "fixtures" / "claude-code" / "tool_then_answer" / "spool"
 SCRIPT = os.environ.get("HOOK", str(ROOT / "hooks" / "agent-collector-hook.sh"))  # HOOK: try another
-
-
-def payload() -> bytes:
-    for path in SAMPLE.glob("*/*.jsonl"):
-        for line in path.read_text().splitlines():
-            envelope = json.loads(line)
-            if envelope["event"] == "PostToolUse":
-                return json.dumps(envelope["payload"]).encode()
-    raise SystemExit("no PostToolUse sample")
 
 
 def big_payloads() -> dict[str, bytes]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import multiprocessing
 import os
 import sys
@@ -27,19 +26,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _hook_sample import payload
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 TOKEN = "be" * 32  # the secret every request carries
-SAMPLE = ROOT / "tests" / "fixtures" / "claude-code" / "tool_then_answer" / "spool"
-
-
-def payload() -> bytes:
-    for path in SAMPLE.glob("*/*.jsonl"):
-        for line in path.read_text().splitlines():
-            envelope = json.loads(line)
-            if envelope["event"] == "PostToolUse":
-                return json.dumps(envelope["payload"]).encode()
-    raise SystemExit("no PostToolUse sample")
 
 
 def pin(cpu: int) -> None:
