@@ -156,7 +156,8 @@ def _env_for(paths: Paths) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("command", [["run"], ["install", "--agent", "codex"], ["status"],
-                                     ["collect", "--once"], ["config", "check"], ["service", "start"],
+                                     ["collect", "--once"], ["config", "check"], ["config", "show"],
+                                     ["service", "start"],
                                      ["service", "restart"]])
 @pytest.mark.parametrize("problem", ["config", "override"])
 def test_commands_refuse_a_bad_config_with_exit_2(tmp_path: Path, command: list[str], problem: str,
@@ -174,6 +175,7 @@ def test_commands_refuse_a_bad_config_with_exit_2(tmp_path: Path, command: list[
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1, err
     assert ("ingest.port: must be between 0 and 65535" if problem == "config" else "unknown variant 'setings'") in err
+    assert err.startswith("agent-collector: error: " + ("not started: " if command[0] == "service" else ""))
     assert not (paths.data_dir / "state" / "collector.lock").exists(), "nothing was started"
 
 

@@ -1,4 +1,4 @@
-"""Bits every command uses: --home, logging, table and JSON output."""
+"""Bits every command uses: --home, the checked configuration, logging, table and JSON output."""
 
 from __future__ import annotations
 
@@ -6,11 +6,22 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from collector.paths import Paths, resolve_paths
+
+if TYPE_CHECKING:
+    from collector.config import Config
+
+
+class CommandError(Exception):
+    """A command cannot go on: ``main`` prints ``agent-collector: error: <message>`` and exits ``code``."""
+
+    def __init__(self, message: str, code: int = 2) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def add_home(parser: argparse.ArgumentParser) -> None:
@@ -27,6 +38,19 @@ def add_json(parser: argparse.ArgumentParser) -> None:
 
 def paths_from(args: argparse.Namespace) -> Paths:
     return resolve_paths(getattr(args, "home", None))
+
+
+def checked_config(paths: Paths, refusal: str = "") -> Config:
+    """The configuration, with the user's agents.d overrides checked the way the daemon checks them at its
+    start (``collector.config.load_for``). A problem ends the command with exit status 2 and one line
+    naming it, after ``refusal`` (e.g. ``"not started: "``)."""
+    from collector.config import ConfigError, load_for
+    from collector.plugins import check_definition
+
+    try:
+        return load_for(paths, check=check_definition)
+    except ConfigError as exc:
+        raise CommandError(refusal + str(exc)) from exc
 
 
 def setup_logging(verbose: int = 0, quiet: bool = False) -> None:

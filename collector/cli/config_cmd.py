@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from collector.cli.common import add_home, fail, paths_from, print_json
-from collector.config import DEFAULT_FILE, ConfigError, load_for
-from collector.plugins import check_definition
+from collector.cli.common import add_home, checked_config, paths_from, print_json
+from collector.config import DEFAULT_FILE
 from collector.util.atomic import atomic_write
 
 
@@ -28,10 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def cmd_show(args: argparse.Namespace) -> int:
     paths = paths_from(args)
-    try:
-        config = load_for(paths, check=check_definition)
-    except ConfigError as exc:
-        return fail(str(exc))
+    config = checked_config(paths)
     print_json({"paths": {"home": str(paths.home), "config_file": str(paths.config_file),
                           "data_dir": str(paths.data_dir), "spool_dir": str(paths.spool_dir),
                           "output_dir": str(paths.output_dir)}, "config": config.as_dict()})
@@ -40,10 +36,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     paths = paths_from(args)
-    try:
-        load_for(paths, check=check_definition)
-    except ConfigError as exc:
-        return fail(str(exc))
+    checked_config(paths)
     print(f"config ok: {paths.config_file}{'' if paths.config_file.exists() else ' (absent: defaults)'}")
     return 0
 

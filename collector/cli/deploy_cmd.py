@@ -7,8 +7,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from collector.cli.common import add_home, add_json, fail, paths_from, print_json
-from collector.config import ConfigError, load_for
+from collector.cli.common import add_home, add_json, checked_config, paths_from, print_json
 from collector.definitions import AgentDefinition, detect
 from collector.deploy import (
     Change,
@@ -23,7 +22,7 @@ from collector.deploy.choices import disabled_agents, set_disabled
 from collector.deploy.records import RecordStore
 from collector.ingest.secret import ensure_token, ingest_port
 from collector.paths import Paths
-from collector.plugins import check_definition, load_agents
+from collector.plugins import load_agents
 
 _NOTABLE = {State.UNTRUSTED, State.CONFLICT, State.ERROR, State.NOT_IMPLEMENTED}
 
@@ -95,10 +94,7 @@ def _panel_changes(args: argparse.Namespace, paths: Paths, install: bool) -> lis
 
 def cmd_install(args: argparse.Namespace) -> int:
     paths = paths_from(args)
-    try:
-        config = load_for(paths, check=check_definition)
-    except ConfigError as exc:
-        return fail(str(exc))
+    config = checked_config(paths)
     if not args.dry_run:
         ensure_token(paths)  # the ingest secret the integrations carry (0600, made once)
         ingest_port(paths, config.ingest.port, record=True)  # chosen for this user now, then kept

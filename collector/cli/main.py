@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from collector import __version__
-from collector.cli.common import fail
+from collector.cli.common import CommandError, fail
 from collector.util import gc_tuning
 
 # Command modules (under collector.cli), each with register(subparsers), in the order of `--help`, and
@@ -68,6 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(problem)
     try:
         return int(args.func(args) or 0)
+    except CommandError as exc:
+        return fail(str(exc), exc.code)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

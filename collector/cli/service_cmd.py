@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from collector.cli.common import add_home, fail, paths_from
-from collector.config import ConfigError, load_for
+from collector.cli.common import add_home, checked_config, fail, paths_from
 from collector.deploy.service_ctl import ACTIONS, NoService, control_for, run_action
-from collector.plugins import check_definition
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,10 +26,7 @@ def cmd_service(args: argparse.Namespace) -> int:
         return fail("-f goes with `service logs`")
     paths = paths_from(args)
     if args.action in ("start", "restart"):
-        try:
-            load_for(paths, check=check_definition)  # a daemon that would exit at once is not started
-        except ConfigError as exc:
-            return fail(f"not started: {exc}")
+        checked_config(paths, refusal="not started: ")  # a daemon that would exit at once is not started
     try:
         ctl = control_for(paths)
     except NoService as exc:

@@ -10,11 +10,10 @@ from typing import Any
 
 import orjson  # noqa: F401 - read_status
 
-from collector.cli.common import add_home, add_json, fail, paths_from, print_json, print_table
+from collector.cli.common import add_home, add_json, checked_config, paths_from, print_json, print_table
 from collector.cli.health import print_external, print_polled
-from collector.config import ConfigError, load_for
 from collector.paths import Paths
-from collector.plugins import check_definition, load_agents
+from collector.plugins import load_agents
 from collector.sources.spool_lines import DROPPED, PAYLOAD_INVALID
 from collector.state.checkpoints import CHECKPOINTS_FILE, read_saved
 
@@ -102,10 +101,7 @@ def _service_here(paths: Paths, status: dict[str, Any]) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     paths = paths_from(args)
-    try:
-        load_for(paths, check=check_definition)
-    except ConfigError as exc:
-        return fail(str(exc))
+    checked_config(paths)
     status = read_status(paths)
     _agents_here(paths, status)
     code = _service_here(paths, status)
