@@ -50,6 +50,7 @@ class CollectorSection:
     max_line_bytes: int
     seen_retention_days: int
     sessions_in_memory: int
+    once_stall_s: float  # collect --once: how long delivery may make no progress before it stops waiting
 
 
 @dataclass(slots=True)

@@ -91,8 +91,7 @@ RETRY_HELD_S = 1.0  # how often a batch an exporter refused is offered again
 STATUS_EVERY_S = 1.0  # status.json is rewritten at most this often (and only when it changed)
 WORKER_JOIN_S = 1.5  # how long a stop waits for the worker to reach a batch boundary
 EXPORTERS_SHUTDOWN_S = 2.5  # budget for every exporter's shutdown together (queues drain meanwhile)
-END_STALL_S = 10.0  # collect --once: stop waiting for delivery after this long without progress
-END_LIMIT_S = 600.0  # ... or after this long in all
+END_LIMIT_S = 600.0  # collect --once: stop waiting for delivery after this long in all (see once_stall_s)
 
 
 class AlreadyRunning(Exception):
@@ -199,15 +198,17 @@ class Service:
         assert self._store is not None
         return KeyState(self._store, key)
 
-    def end_of_input(self, stall_s: float = END_STALL_S, limit_s: float = END_LIMIT_S) -> list[Backlog]:
+    def end_of_input(self, stall_s: float | None = None, limit_s: float = END_LIMIT_S) -> list[Backlog]:
         """``collect --once`` read everything: every queued exporter delivers what it holds and sends what
         the input shows finished (the trace exporter: turns ended, or idle by their entries' own times),
-        all at once; returns what each could not deliver in time (it stays queued for the next run)."""
+        all at once; returns what each could not deliver in time (it stays queued for the next run): none
+        made progress for ``stall_s`` (default ``collector.once_stall_s``) or ``limit_s`` passed."""
+        stall = self.config.collector.once_stall_s if stall_s is None else stall_s
         queues = [e for e in self.exporters if isinstance(e, QueuedExporter)]
         if not queues:
             return []
         with ThreadPoolExecutor(max_workers=len(queues), thread_name_prefix="end-of-input") as pool:
-            left = list(pool.map(lambda q: q.end_of_input(stall_s, limit_s), queues))
+            left = list(pool.map(lambda q: q.end_of_input(stall, limit_s), queues))
         for backlog in left:
             if not backlog.empty:
                 log.warning("%s: %d entries still queued and %d items unsent (%s); they go with the next run",
