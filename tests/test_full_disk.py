@@ -5,9 +5,11 @@ store and the OTLP queues, filled with a filler file (mounting needs root; witho
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -156,12 +158,10 @@ def test_full_disk_sigterm_then_space_returns(tmp_path: Path, tiny_disk: Path) -
         receiver.stop()
 
 
-def test_second_signal_exits_at_once(tmp_path: Path) -> None:
-    """Stopping waits (bounded) for the OTLP queue to drain to a backend that never answers; a second
-    SIGTERM does not wait for that. (A backend that refuses connections lets the drain give up at once,
-    and the first stop could then finish before the second signal is sent.)"""
-    import socket
-
+@contextlib.contextmanager
+def daemon_with_a_silent_backend(tmp_path: Path, stderr: int) -> Iterator[subprocess.Popen[bytes]]:
+    """A real daemon whose OTLP backend accepts connections and never answers (300 s timeout), once
+    entries wait in its queue; killed afterwards if it still runs."""
     write_spool(tmp_path / "data" / "spool" / "claude-code")
     home = tmp_path / "home"
     home.mkdir()
@@ -175,64 +175,50 @@ def test_second_signal_exits_at_once(tmp_path: Path) -> None:
                "OTEL_EXPORTER_OTLP_TIMEOUT": "300", "OTEL_METRICS_EXPORTER": "none",
                "OTEL_TRACES_EXPORTER": "none"}
         proc = subprocess.Popen([sys.executable, "-m", "collector", "run", "--home", str(home), "--output",
-                                 str(tmp_path / "out")], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                 str(tmp_path / "out")], env=env, stdout=subprocess.DEVNULL, stderr=stderr)
         try:
             wait_for(lambda: (status_json(tmp_path).get("exporters", {}).get("otlp-default-logs") or {})
-                       .get("queued", 0) > 0, 60, "entries waiting in the OTLP queue")
-            stopping = threading.Event()
-
-            def drain() -> None:  # keep reading: a full pipe must not be what holds the daemon
-                assert proc.stderr is not None
-                for line in proc.stderr:
-                    if b"stopping (a second signal exits at once)" in line:
-                        stopping.set()
-
-            threading.Thread(target=drain, daemon=True).start()
-            proc.send_signal(signal.SIGTERM)
-            assert stopping.wait(10), "the first SIGTERM was not taken"
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(3)
-            # 128+15 from our handler; -15 if it came in the instant the loop's handler was being swapped
-            # for the plain one (asyncio restores the default action in between): either way, at once.
-            assert proc.returncode in (128 + signal.SIGTERM, -signal.SIGTERM)
+                     .get("queued", 0) > 0, 60, "entries waiting in the OTLP queue")
+            yield proc
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait(5)
+
+
+def test_second_signal_exits_at_once(tmp_path: Path) -> None:
+    """Stopping waits (bounded) for the OTLP queue to drain to a backend that never answers; a second
+    SIGTERM does not wait for that. (A backend that refuses connections lets the drain give up at once,
+    and the first stop could then finish before the second signal is sent.)"""
+    with daemon_with_a_silent_backend(tmp_path, subprocess.PIPE) as proc:
+        stopping = threading.Event()
+
+        def drain() -> None:  # keep reading: a full pipe must not be what holds the daemon
+            assert proc.stderr is not None
+            for line in proc.stderr:
+                if b"stopping (a second signal exits at once)" in line:
+                    stopping.set()
+
+        threading.Thread(target=drain, daemon=True).start()
+        proc.send_signal(signal.SIGTERM)
+        assert stopping.wait(10), "the first SIGTERM was not taken"
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(3)
+        # 128+15 from our handler; -15 if it came in the instant the loop's handler was being swapped
+        # for the plain one (asyncio restores the default action in between): either way, at once.
+        assert proc.returncode in (128 + signal.SIGTERM, -signal.SIGTERM)
 
 
 def test_sigterm_with_a_backend_that_never_answers(tmp_path: Path) -> None:
     """A request hanging in the OTLP exporter (the backend accepts the connection, then says nothing,
     with a 300 s timeout) does not hold the stop either."""
-    import socket
-
-    write_spool(tmp_path / "data" / "spool" / "claude-code")
-    home = tmp_path / "home"
-    home.mkdir()
-    with socket.socket() as silent:
-        silent.bind(("127.0.0.1", 0))
-        silent.listen(64)  # never accepted: connections open, no answer ever comes
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "HOME": str(home),
-               "AGENT_COLLECTOR_DATA_DIR": str(tmp_path / "data"),
-               "AGENT_COLLECTOR_CONFIG_DIR": str(tmp_path / "cfg"), "AGENT_COLLECTOR_INGEST__ENABLED": "false",
-               "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{silent.getsockname()[1]}",
-               "OTEL_EXPORTER_OTLP_TIMEOUT": "300", "OTEL_METRICS_EXPORTER": "none"}
-        proc = subprocess.Popen([sys.executable, "-m", "collector", "run", "--home", str(home), "--output",
-                                 str(tmp_path / "out")], env=env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
+    with daemon_with_a_silent_backend(tmp_path, subprocess.DEVNULL) as proc:
+        proc.send_signal(signal.SIGTERM)
         try:
-            wait_for(lambda: (status_json(tmp_path).get("exporters", {}).get("otlp-default-logs") or {})
-                       .get("queued", 0) > 0, 60, "entries waiting in the OTLP queue")
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(5)
-            except subprocess.TimeoutExpired:
-                pytest.fail("the daemon was still running 5 s after SIGTERM with a request hanging")
-            assert proc.returncode == 0
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(5)
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the daemon was still running 5 s after SIGTERM with a request hanging")
+        assert proc.returncode == 0
 
 
 def test_daemon_starts_with_the_usage_store_on_a_disk_already_full(tmp_path: Path, tiny_disk: Path) -> None:
