@@ -99,6 +99,13 @@ class _Search:
     def rest(self) -> list[Entry]:
         return [e for e, done in zip(self.batch, self.done, strict=True) if not done]
 
+    def stopped(self) -> None:
+        """The search ended early: the rest is refused (a broken exporter) or held (try again later)."""
+        if self.found.broken is not None:
+            self.found.refused.extend(self.rest())
+        else:
+            self.found.held = self.rest()
+
 
 def narrow(export: Callable[[Sequence[Entry]], None], batch: Sequence[Entry], error: BaseException,
            max_poison: int = MAX_POISON) -> Narrowed:
@@ -107,10 +114,7 @@ def narrow(export: Callable[[Sequence[Entry]], None], batch: Sequence[Entry], er
     try:
         search.search(0, len(batch), error)
     except _Stop:
-        if search.found.broken is not None:
-            search.found.refused.extend(search.rest())
-        else:
-            search.found.held = search.rest()
+        search.stopped()
     return search.found
 
 
@@ -126,8 +130,5 @@ def one_by_one(export: Callable[[Sequence[Entry]], None], batch: Sequence[Entry]
             if error is not None:
                 search.poisoned(index, error)
     except _Stop:
-        if search.found.broken is not None:
-            search.found.refused.extend(search.rest())
-        else:
-            search.found.held = search.rest()
+        search.stopped()
     return search.found

@@ -186,14 +186,21 @@ def test_tick_is_called_when_idle(tmp_path: Path) -> None:
     q.shutdown()
 
 
-def test_unexpected_exceptions_do_not_kill_delivery(tmp_path: Path) -> None:
-    class Buggy(FakeBackend):
-        def export(self, batch: Sequence[Entry]) -> None:
-            if any(e["seq"] == 0 for e in batch):
-                raise KeyError("bug")
-            super().export(batch)
+class Buggy(FakeBackend):
+    """Raises ``error`` on any batch holding the entry of sequence number ``bad``."""
 
-    backend = Buggy()
+    def __init__(self, bad: int, error: Exception) -> None:
+        super().__init__()
+        self.bad, self.error = bad, error
+
+    def export(self, batch: Sequence[Entry]) -> None:
+        if any(e["seq"] == self.bad for e in batch):
+            raise self.error
+        super().export(batch)
+
+
+def test_unexpected_exceptions_do_not_kill_delivery(tmp_path: Path) -> None:
+    backend = Buggy(0, KeyError("bug"))
     q = QueuedExporter(
         backend, tmp_path / "q", options=QueueOptions(max_batch=1, backoff_initial=0.01, backoff_max=0.01)
     )
@@ -207,14 +214,7 @@ def test_unexpected_exceptions_do_not_kill_delivery(tmp_path: Path) -> None:
 def test_a_batch_the_inner_exporter_keeps_failing_on_is_narrowed_to_the_bad_entry(tmp_path: Path) -> None:
     """Not the whole batch dropped for one bad entry: after max_unexpected_failures it is bisected, the
     entry that fails alone goes to the poison sink with the exception, every other one is delivered once."""
-
-    class Buggy(FakeBackend):
-        def export(self, batch: Sequence[Entry]) -> None:
-            if any(e["seq"] == 137 for e in batch):
-                raise TypeError("bug")
-            super().export(batch)
-
-    backend = Buggy()
+    backend = Buggy(137, TypeError("bug"))
     refused: list[tuple[Entry, str]] = []
     q = QueuedExporter(backend, tmp_path / "q", options=QueueOptions(max_batch=512, backoff_initial=0.01,
                                                                      backoff_max=0.01),
