@@ -122,6 +122,17 @@ class ScopedFiles:
         self._under = tuple(d.rstrip(os.sep) + os.sep for d in watched)
         self._at = 0  # where the next slice starts in the sorted list of files
         self._listed: list[str] | None = None  # files() at the last pick: new files are looked for when it moved
+        self._sorted: tuple[tuple[int, int], list[str]] = ((-1, -1), [])  # sorted_files() as last sorted
+
+    def sorted_files(self, extra: set[str] | None = None, keep: Callable[[str], bool] | None = None) -> list[str]:
+        """The globs' files (folders listed again only when they changed) and ``extra``, those ``keep``
+        accepts, sorted: the same list object while neither the listing nor ``extra`` moved."""
+        found = self.index.files()
+        extra = extra or set()
+        key = (self.index.version, len(extra))
+        if key != self._sorted[0]:
+            self._sorted = (key, sorted(p for p in found | extra if keep is None or keep(p)))
+        return self._sorted[1]
 
     def pick(self, scope: Scope, files: Callable[[], list[str]], wants: Callable[[str], bool],
              new: Callable[[str], bool]) -> list[str]:

@@ -70,7 +70,6 @@ class JsonDocuments:
         self._seen = {k[len(prefix) :]: v for k, v in positions.items() if k.startswith(prefix)}
         self._files = ScopedFiles(self.globs, self.watch_paths())
         self._scope: Scope | None = None
-        self._sorted: tuple[int, list[str]] = (-1, [])  # files() as last sorted, by the index's version
 
     @property
     def stream_prefix(self) -> str:
@@ -84,10 +83,7 @@ class JsonDocuments:
         return sorted(d.rstrip("/") or "/" for d in dirs)
 
     def files(self) -> list[str]:
-        found = self._files.index.files()
-        if self._sorted[0] != self._files.index.version:
-            self._sorted = (self._files.index.version, sorted(found))
-        return self._sorted[1]
+        return self._files.sorted_files()
 
     def narrow(self, scope: Scope | None) -> None:
         """The next ``read`` looks at ``scope`` only (``collector.sources.base.Scope``); None: every file."""

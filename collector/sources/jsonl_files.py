@@ -85,7 +85,6 @@ class JsonlFiles:
         self._quiet: dict[str, tuple[tuple[int, int, int, int], int]] = {}  # path -> (stat, offset) at its end
         self._scope: Scope | None = None  # what the next read looks at (None: every file)
         self._added: set[str] = set()  # hook-named paths not read yet
-        self._sorted: tuple[tuple[int, int], list[str]] = ((-1, -1), [])  # files() as last sorted
         self.stats.extra["lag_bytes"] = 0
         prefix = self.stream_prefix
         self._positions = {k[len(prefix) :]: v for k, v in positions.items() if k.startswith(prefix)}
@@ -134,12 +133,9 @@ class JsonlFiles:
 
     def files(self) -> list[str]:
         """Every file: the globs' (folders listed again only when they changed) and the hook-named ones."""
-        found = self._files.index.files()
+        files = self._files.sorted_files(self.extra_paths, self._inside)
         self._count_unreadable_dirs()
-        key = (self._files.index.version, len(self.extra_paths))
-        if key != self._sorted[0]:
-            self._sorted = (key, sorted(p for p in found | self.extra_paths if self._inside(p)))
-        return self._sorted[1]
+        return files
 
     def narrow(self, scope: Scope | None) -> None:
         """The next ``read`` looks at ``scope`` only (``collector.sources.base.Scope``); None: every file."""
