@@ -112,3 +112,15 @@ def test_no_folder_no_file(tmp_path: Path) -> None:
     load_definitions(None, verdicts=verdicts)
     verdicts.save()
     assert not (tmp_path / "missing").exists(), "a cache never creates the state folder"
+
+
+def test_a_fifo_or_garbage_in_place_of_the_cache_is_no_verdict(tmp_path: Path) -> None:
+    """The cache is read only as a regular file: a FIFO there is refused at once, not waited on."""
+    import os
+
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    assert "anything" not in Verdicts(fifo)
+    garbage = tmp_path / "garbage.json"
+    garbage.write_bytes(b"\xff{not json")
+    assert "anything" not in Verdicts(garbage)

@@ -23,6 +23,7 @@ import orjson
 from collector.util.atomic import replace_atomically
 
 FILE = "schema-verdicts.json"
+MAX_BYTES = 1024 * 1024  # read no more of it (a few hundred digests in practice)
 KEEP = 256
 
 
@@ -54,9 +55,12 @@ class Verdicts:
     def _read(self) -> list[str]:
         if self.path is None:
             return []
+        from collector.sources.regular import read_regular  # a FIFO or device there is refused, not waited on
+
+        raw = read_regular(str(self.path), limit=MAX_BYTES)
         try:
-            data = orjson.loads(self.path.read_bytes())
-        except (OSError, orjson.JSONDecodeError):
+            data = orjson.loads(raw) if raw is not None else None
+        except orjson.JSONDecodeError:
             return []
         valid = data.get("valid") if isinstance(data, dict) else None
         return [d for d in valid if isinstance(d, str)] if isinstance(valid, list) else []
