@@ -90,3 +90,36 @@ def test_the_idle_rule_closes_a_session_that_waits_in_the_store() -> None:
     saved.update({k: (v, at) for k, v, _, at in tracker.changes()})
     assert saved["a\x1fs1"][1] is None and saved["a\x1fs2"][1] is None  # saved closed: never due again
     assert tracker.expire(now_ns=300) == []
+
+
+def test_the_idle_rule_reads_every_due_session_page_by_page(tmp_path: Path) -> None:
+    """The store hands out every due session, in due order, however small its page: a session past the
+    first page is not left open (``collect --once`` asks once)."""
+    from collector.state.checkpoints import CheckpointStore, Commit, SessionRow
+
+    store = CheckpointStore(tmp_path / "c.sqlite")
+    try:
+        rows = [SessionRow("status", f"a\x1fs{n}", {"n": n}, last=n, due=100 + n % 3) for n in range(7)]
+        rows.append(SessionRow("status", "a\x1fclosed", {"n": -1}, last=1, due=None))
+        rows.append(SessionRow("status", "a\x1flater", {"n": -2}, last=1, due=500))
+        rows.append(SessionRow("correlator", "a\x1fs0", {"n": -3}, last=1, due=50))
+        store.commit(Commit(sessions=rows))
+        for page in (1, 2, 3, 1000):
+            due = list(store.sessions_due("status", 200, page=page))
+            assert [v["n"] for _, v in due] == [0, 3, 6, 1, 4, 2, 5], page
+    finally:
+        store.close()
+
+
+def test_every_evicted_session_gets_its_idle_end_past_one_page(tmp_path: Path, monkeypatch: Any) -> None:
+    """With one session in memory and a page of one, the sessions waiting in the store are still all closed
+    by the idle rule at the end of ``collect --once``: the same entries as each agent alone."""
+    from collector.state import checkpoints
+
+    alone: dict[str, list[tuple[Any, ...]]] = {}
+    for agent in AGENTS:
+        alone.update(_by_agent(_home(tmp_path / agent, (agent,), "")))
+    monkeypatch.setattr(checkpoints, "DUE_PAGE", 1)
+    mixed = _by_agent(_home(tmp_path / "mixed", AGENTS, "[collector]\nsessions_in_memory = 1\n"))
+    for agent in AGENTS:
+        assert mixed[agent] == alone[agent], agent

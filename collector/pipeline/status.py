@@ -229,9 +229,9 @@ class SessionStatusTracker:
     def __init__(self, rules: Mapping[str, AgentStatusRules] | None = None, max_sessions: int = 2000,
                  day_of: Callable[[int], str] | None = None, digest: Callable[[Any], str | None] | None = None,
                  load: Callable[[str], Any] | None = None,
-                 due: Callable[[int], list[tuple[str, Any]]] | None = None,
+                 due: Callable[[int], Iterable[tuple[str, Any]]] | None = None,
                  idle_ns: Callable[[str], int | None] | None = None) -> None:
-        """``load``: one saved session by key; ``due``: the saved sessions due at a time (both the checkpoint
+        """``load``: one saved session by key; ``due``: every saved session due at a time (both the checkpoint
         store's); ``idle_ns``: each agent's idle timeout, for the due time saved with a session."""
         self._rules: Mapping[str, AgentStatusRules] = rules or {}
         # the keyed digest of the content policy, so a hook's raw tool input pairs with an entry's .hmac

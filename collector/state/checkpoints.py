@@ -24,7 +24,7 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,6 +77,7 @@ class Commit:
 
 CACHE_KIB = 8192  # SQLite's page cache (its default, 2 MiB, made a growing store re-read its pages)
 MERGE_AT = 32_768  # ids in ``seen_new`` (and in memory) before they move into ``seen`` in one sorted pass
+DUE_PAGE = 1000  # saved sessions read per query by the idle rule (it reads them all, a page at a time)
 
 
 class CheckpointStore:
@@ -200,14 +201,23 @@ class CheckpointStore:
             row = self._db.execute("SELECT value FROM sessions WHERE scope=? AND key=?", (scope, key)).fetchone()
         return orjson.loads(row[0]) if row else None
 
-    def sessions_due(self, scope: str, until: int, limit: int = 1000) -> list[tuple[str, Any]]:
-        """Saved sessions whose ``due`` is at or before ``until`` (an indexed range, not a scan)."""
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT key, value FROM sessions WHERE scope=? AND due IS NOT NULL AND due<=? ORDER BY due LIMIT ?",
-                (scope, until, limit),
-            ).fetchall()
-        return [(key, orjson.loads(value)) for key, value in rows]
+    def sessions_due(self, scope: str, until: int, page: int | None = None) -> Iterator[tuple[str, Any]]:
+        """Every saved session whose ``due`` is at or before ``until``, earliest first, read in pages of
+        ``page`` rows along the index (a keyset cursor on (due, key): no scan, no offset; the lock is held
+        per page only)."""
+        page = page or DUE_PAGE
+        after: tuple[int, str] = (-(2**63), "")
+        while True:
+            with self._lock:
+                rows = self._db.execute(
+                    "SELECT due, key, value FROM sessions WHERE scope=? AND due IS NOT NULL AND due<=? "
+                    "AND (due, key) > (?, ?) ORDER BY due, key LIMIT ?", (scope, until, *after, page),
+                ).fetchall()
+            for _, key, value in rows:
+                yield key, orjson.loads(value)
+            if len(rows) < page:
+                return
+            after = (rows[-1][0], rows[-1][1])
 
     def recent_sessions(self, scope: str, limit: int, open_only: bool = False) -> list[tuple[str, Any]]:
         """The ``limit`` most recently active saved sessions, least recent first (to refill a cache)."""
