@@ -15,11 +15,14 @@ from support import ROOT
 from collector.definitions import load_definitions, loader
 from collector.definitions.verdicts import KEEP, Verdicts
 from collector.paths import bundled_schema
+from collector.util import shipped_verdicts
 
 
 @pytest.fixture(autouse=True)
-def _fresh_schema_caches() -> Iterator[None]:
-    """The validator and the meta-schema check are cached per process: each test starts without them."""
+def _fresh_schema_caches(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The validator and the meta-schema check are cached per process: each test starts without them.
+    Nothing counts as shipped valid here (tests/test_shipped_verdicts.py tests those)."""
+    monkeypatch.setattr(shipped_verdicts, "shipped", frozenset)
     loader._plain_validator.cache_clear()
     loader._check_schema.cache_clear()
     yield

@@ -21,9 +21,8 @@ from __future__ import annotations
 
 import re
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema
 import orjson
 
 from collector.agents.common import iso_to_ns
@@ -31,6 +30,9 @@ from collector.model import AgentActivityEntry, RawRecord, event_id
 from collector.model.entry import EVENT_NAMES, payload_digest
 from collector.paths import bundled_schema
 from collector.pipeline.boundary import Refused
+
+if TYPE_CHECKING:
+    import jsonschema
 
 OWNED = frozenset({"schema.version", "event.id", "gen_ai.agent.type", "observed_time_unix_nano", "user.id",
                    "host.name", "source.kind", "time_unix_nano", "event.name", "gen_ai.session.id"})
@@ -47,6 +49,8 @@ def _schema() -> dict[str, Any]:
 
 @cache
 def _validator() -> jsonschema.protocols.Validator:
+    import jsonschema  # only once a canonical record comes (its import is a sixth of a cold start)
+
     schema = _schema()
     return jsonschema.validators.validator_for(schema)(schema)
 
@@ -100,7 +104,7 @@ def _split(data: dict[str, Any], agent: str) -> tuple[dict[str, Any], dict[str, 
         if check is None:
             extra[key if key.startswith(own) else own + key] = value
             continue
-        error = jsonschema.exceptions.best_match(check.iter_errors(value))
+        error = _best_match(check.iter_errors(value))
         if error is None:
             attrs[key] = value
         else:
@@ -113,9 +117,15 @@ def _split(data: dict[str, Any], agent: str) -> tuple[dict[str, Any], dict[str, 
 def _check_whole(entry: AgentActivityEntry) -> None:
     doc = entry.to_dict()
     doc.setdefault("user.id", "-")  # set by the pipeline later; required by the schema
-    error = jsonschema.exceptions.best_match(_validator().iter_errors(doc))
+    error = _best_match(_validator().iter_errors(doc))
     if error is not None:
         raise NotCanonical(f"the schema refuses it: {_reason(error)}")
+
+
+def _best_match(errors: Any) -> jsonschema.ValidationError | None:
+    from jsonschema.exceptions import best_match
+
+    return best_match(errors)
 
 
 def _reason(error: jsonschema.ValidationError) -> str:

@@ -16,15 +16,18 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema
 import orjson
 
 from collector.definitions.schema import definition_schema
 from collector.definitions.verdicts import Verdicts, digest
 from collector.paths import project_root
 from collector.pipeline.status_rules import AgentStatusRules
+from collector.util.shipped_verdicts import SCHEMA_CHECK, is_shipped
+
+if TYPE_CHECKING:
+    import jsonschema
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,11 +94,10 @@ class LoadResult:
     problems: list[DefinitionProblem] = field(default_factory=list)
 
 
-_SCHEMA_CHECK = {"check": "the schema against its meta-schema"}
-
-
 @cache
 def _plain_validator() -> jsonschema.protocols.Validator:
+    import jsonschema  # only when something is to be checked: its import is a sixth of a cold start
+
     schema = definition_schema()
     return jsonschema.validators.validator_for(schema)(schema)
 
@@ -107,13 +109,32 @@ def _check_schema(key: str) -> None:
     type(validator).check_schema(validator.schema)
 
 
-def _validator(verdicts: Verdicts) -> jsonschema.protocols.Validator:
-    validator = _plain_validator()
-    key = digest(_SCHEMA_CHECK, validator.schema)
-    if key not in verdicts:
-        _check_schema(key)
-        verdicts.add(key)
-    return validator
+class _Checker:
+    """The schema check of merged definitions, skipping what is known valid: shipped as it is
+    (``collector.definitions.shipped``) or found valid by an earlier run (``verdicts``)."""
+
+    def __init__(self, verdicts: Verdicts) -> None:
+        self.verdicts = verdicts
+        self.schema = definition_schema()
+        self._schema_ok = is_shipped(SCHEMA_CHECK, self.schema)
+
+    def problems(self, data: dict[str, Any], file: str) -> list[DefinitionProblem]:
+        if self._schema_ok and is_shipped(self.schema, data):
+            return []
+        key = digest(self.schema, data)
+        if key in self.verdicts:
+            return []
+        self._check_schema()
+        errors = sorted(_plain_validator().iter_errors(data), key=lambda e: list(e.absolute_path))
+        if not errors:
+            self.verdicts.add(key)
+        return [DefinitionProblem(file, e.json_path, e.message) for e in errors]
+
+    def _check_schema(self) -> None:
+        key = digest(SCHEMA_CHECK, self.schema)
+        if key not in self.verdicts:
+            _check_schema(key)
+            self.verdicts.add(key)
 
 
 def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -144,17 +165,6 @@ def _read(path: Path, problems: list[DefinitionProblem]) -> dict[str, Any] | Non
     return data
 
 
-def _problems_of(validator: jsonschema.protocols.Validator, data: dict[str, Any], file: str,
-                 verdicts: Verdicts) -> list[DefinitionProblem]:
-    key = digest(validator.schema, data)
-    if key in verdicts:
-        return []
-    errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
-    if not errors:
-        verdicts.add(key)
-    return [DefinitionProblem(file, e.json_path, e.message) for e in errors]
-
-
 def _variant_problems(data: dict[str, Any], file: str) -> list[DefinitionProblem]:
     """``integration_variant`` must name a variant the integrations have (a typo would deploy nothing)."""
     chosen = data.get("integration_variant")
@@ -181,8 +191,7 @@ def load_definitions(override_dir: Path | None = None, builtin_dir: Path | None 
     ``verdicts``: the schema verdicts of earlier runs (the caller saves them); None: this call's only."""
     root = project_root()
     builtin_dir = builtin_dir or root / "agents.d"
-    verdicts = verdicts if verdicts is not None else Verdicts(None)
-    validator = _validator(verdicts)
+    checker = _Checker(verdicts if verdicts is not None else Verdicts(None))
     result = LoadResult()
     merged: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {}
     for path in _files(builtin_dir):
@@ -195,14 +204,14 @@ def load_definitions(override_dir: Path | None = None, builtin_dir: Path | None 
             continue
         base, files = merged.get(data["id"], ({}, ()))
         candidate = deep_merge(base, data)
-        problems = (_problems_of(validator, candidate, str(path), verdicts) or _variant_problems(candidate, str(path))
+        problems = (checker.problems(candidate, str(path)) or _variant_problems(candidate, str(path))
                     or (check(candidate, str(path)) if check else []))
         if problems:  # a broken override leaves the built-in definition as it was
             result.problems.extend(problems)
             continue
         merged[data["id"]] = (candidate, files + (str(path),))
     for agent_id, (data, files) in sorted(merged.items()):
-        problems = _problems_of(validator, data, files[-1], verdicts) or (check(data, files[-1]) if check else [])
+        problems = checker.problems(data, files[-1]) or (check(data, files[-1]) if check else [])
         if problems:
             result.problems.extend(problems)
             continue

@@ -80,7 +80,7 @@ def exporters() -> Registry[ExporterBuilder]:
     return Registry("exporter", builtin, group="agent_collector.exporters")
 
 
-def _section(config: Config, kind: str) -> dict[str, Any]:
+def config_section(config: Config, kind: str) -> dict[str, Any]:
     value = getattr(config, kind, None)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return dataclasses.asdict(value)
@@ -93,7 +93,7 @@ def build_exporters(ctx: ExporterContext) -> list[Exporter]:
     registry = exporters()
     for kind in registry.kinds_in_order():
         try:
-            out += registry.build(kind, _section(ctx.config, kind), ctx)
+            out += registry.build(kind, config_section(ctx.config, kind), ctx)
         except PluginConfigError as exc:
             raise ConfigError(str(exc)) from exc
     return out
