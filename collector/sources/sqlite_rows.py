@@ -42,12 +42,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import sqlite3
 import time
 import urllib.parse
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,10 +68,9 @@ SETTLED_NS = 2_000_000_000  # files older than this can be trusted to change the
 RECHECK_S = 60.0  # an unchanged database is queried anyway this often (a write within one mtime tick)
 STUCK_GRACE_S = 5.0  # beyond the busy timeout, a query is considered stuck
 BUSY_TIMEOUT_S = 0.2  # short: we retry next cycle rather than wait on the agent
-WM, KEY = "__agent_collector_wm", "__agent_collector_key"  # aliases of the position columns
-CORRUPT = "__agent_collector_corrupt"  # a salvaged row that could not be read
 LOOKUP = "__agent_collector_lookup"  # the rowid (or key) a page is read by
 ROW = "__agent_collector_row"  # the alias of the table a related subquery refers to
+_PLAIN = frozenset({str, int, type(None)})  # the values a row's record can take as they are
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +94,8 @@ class TableSpec:
     key: str
     columns: tuple[str, ...] = ()
     related: tuple[RelatedSpec, ...] = ()
+    where_column: str = ""  # with ``where``: only rows whose JSON here has these values (or is not JSON)
+    where: tuple[tuple[str, str | int | float | bool], ...] = ()
 
     def select_list(self) -> tuple[str, list[Any]]:
         """The selected columns (own and related) and the parameters the related subqueries take."""
@@ -110,6 +112,25 @@ class TableSpec:
             inner += f" ORDER BY {_quote(rel.key) if rel.key != 'rowid' else 'rowid'}"
             cols.append(f"(SELECT json_group_array(v) FROM ({inner})) AS {_quote(rel.name)}")
         return ", ".join(cols), params
+
+    def row_filter(self) -> tuple[str, list[Any]]:
+        """The ``AND ...`` that keeps only the rows ``where`` asks for, and its parameters. A row whose
+        column is not JSON is kept: its parser refuses it, so it is quarantined and counted, not lost."""
+        if not self.where:
+            return "", []
+        column = f"{_quote(ROW)}.{_quote(self.where_column)}"
+        tests = " AND ".join(f"json_extract({column}, ?) = ?" for _ in self.where)
+        return (f" AND (CASE WHEN json_valid({column}) THEN {tests} ELSE 1 END)",
+                [x for pair in self.where for x in pair])
+
+
+@dataclass(slots=True)
+class Page:
+    """Rows as read: ``(watermark, key, values)`` in the window's order, ``values`` in ``names``' order, or
+    None for a row only the position moves past (gone, unreadable, or not one the table's ``where`` wants)."""
+
+    names: tuple[str, ...]
+    rows: list[tuple[Any, Any, tuple[Any, ...] | None]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -208,7 +229,6 @@ class SqliteRows:
         uri = f"file:{urllib.parse.quote(self.path)}?mode=ro"
         conn = sqlite3.connect(uri, uri=True, timeout=self.busy_timeout_s, check_same_thread=False,
                                isolation_level=None)
-        conn.row_factory = sqlite3.Row
         return conn
 
     async def _read_table(self, conn: sqlite3.Connection, spec: TableSpec, ino: int) -> AsyncIterator[Item]:
@@ -219,9 +239,10 @@ class SqliteRows:
         state.ino = ino
         state.window.clear()  # found anew each cycle
         state.drained = False
+        stream = self.stream(spec.table)
         while True:
             try:
-                rows = await asyncio.wait_for(asyncio.to_thread(self._fetch, conn, spec, state),
+                page = await asyncio.wait_for(asyncio.to_thread(self._fetch, conn, spec, state),
                                               self.busy_timeout_s + STUCK_GRACE_S)
             except TimeoutError:  # the busy timeout did not fire: never let one database stall the daemon
                 conn.interrupt()
@@ -241,30 +262,28 @@ class SqliteRows:
                 state.window.clear()  # found again from where the salvage stops
                 state.drained = False
                 try:  # a corrupt page costs only the rows it holds
-                    rows = await asyncio.to_thread(self._salvage, conn, spec, state)
+                    page = await asyncio.to_thread(self._salvage, conn, spec, state)
                 except sqlite3.Error as again:
                     self._error(f"{self.path}:{spec.table}: {again} (no way past the damage)")
                     return
             observed = time.time_ns()
-            for row in rows:
-                state.wm, state.key = row.pop(WM), row.pop(KEY)
-                position = Position(self.stream(spec.table), state.as_value())
-                if row.pop(CORRUPT, False):
-                    yield None, position
-                    continue
-                yield self._record(spec, state, row, observed), position
-            if not rows:
+            make = self._maker(spec, page.names, observed)
+            for wm, key, values in page.rows:
+                state.wm, state.key = wm, key  # as each row is handed on: a consumer may stop at any row
+                yield (None if values is None else make(wm, key, values)), Position(stream, state.as_value())
+            if not page.rows:
                 return
 
-    def _salvage(self, conn: sqlite3.Connection, spec: TableSpec, state: TableState) -> list[dict[str, Any]]:
+    def _salvage(self, conn: sqlite3.Connection, spec: TableSpec, state: TableState) -> Page:
         """Row by row past a corrupt page: the next position comes from the watermark index (which does not
-        touch the table's pages), the row by its key; a row that cannot be read is marked CORRUPT, counted
-        and skipped. Raises if even the positions cannot be read (no usable index)."""
+        touch the table's pages), the row by its key; a row that cannot be read is a marker (no values),
+        counted and skipped. Raises if even the positions cannot be read (no usable index)."""
         wm, key = _quote(spec.watermark), "rowid" if spec.key == "rowid" else _quote(spec.key)
         table, (cols, rel_params) = f"{_quote(spec.table)} AS {_quote(ROW)}", spec.select_list()
-        out: list[dict[str, Any]] = []
+        where, where_params = spec.row_filter()
+        page = Page(())
         at_wm, at_key = state.wm, state.key
-        while len(out) < self.batch_rows:
+        while len(page.rows) < self.batch_rows:
             if at_wm is None:
                 nxt = conn.execute(f"SELECT {wm}, {key} FROM {table} WHERE {wm} IS NOT NULL "
                                    f"ORDER BY {wm}, {key} LIMIT 1").fetchone()
@@ -275,19 +294,21 @@ class SqliteRows:
                 break
             at_wm, at_key = nxt[0], nxt[1]
             try:
-                row = conn.execute(f"SELECT {_quote(ROW)}.{wm} AS {WM}, {_quote(ROW)}.{key} AS {KEY}, {cols} "
-                                   f"FROM {table} WHERE {_quote(ROW)}.{key} = ?", (*rel_params, at_key)).fetchone()
-                out.append(dict(row) if row is not None else {WM: at_wm, KEY: at_key, CORRUPT: True})
+                cursor = conn.execute(f"SELECT {cols} FROM {table} WHERE {_quote(ROW)}.{key} = ?{where}",
+                                      (*rel_params, at_key, *where_params))
+                page.names = _names(cursor)
+                row = cursor.fetchone()
+                page.rows.append((at_wm, at_key, row))  # None: gone meanwhile, or not one ``where`` wants
             except sqlite3.DatabaseError as exc:
                 if not _is_corrupt(exc):
                     raise
                 self.stats.extra["corrupt_rows"] = self.stats.extra.get("corrupt_rows", 0) + 1
                 log.warning("%s:%s: row %r is on a corrupt page; skipped", self.path, spec.table, at_key)
-                out.append({WM: at_wm, KEY: at_key, CORRUPT: True})
-        return out
+                page.rows.append((at_wm, at_key, None))
+        return page
 
-    def _fetch(self, conn: sqlite3.Connection, spec: TableSpec, state: TableState) -> list[dict[str, Any]]:
-        """The next page of changed rows (empty: none left this cycle)."""
+    def _fetch(self, conn: sqlite3.Connection, spec: TableSpec, state: TableState) -> Page:
+        """The next page of changed rows (no rows: none left this cycle)."""
         try:
             if not state.window and (not state.drained or _data_version(conn) != state.version):
                 self._find_window(conn, spec, state)  # more to find, or the agent wrote since the last window
@@ -328,37 +349,49 @@ class SqliteRows:
             self._lookup[spec.table] = lookup
         return lookup
 
-    def _rows_of(self, conn: sqlite3.Connection, spec: TableSpec,
-                 page: list[tuple[Any, Any, Any]]) -> list[dict[str, Any]]:
-        """The rows of a page, by rowid, in the window's order, with the window's watermark and key (a row
-        deleted meanwhile is gone)."""
+    def _rows_of(self, conn: sqlite3.Connection, spec: TableSpec, page: list[tuple[Any, Any, Any]]) -> Page:
+        """The rows of a page, by rowid, in the window's order, with the window's watermark and key. A row
+        deleted meanwhile is gone, one that ``where`` does not want too; when the page's last row is one of
+        them, a marker (no values) in its place moves the position past it."""
         if not page:
-            return []
+            return Page(())
         lookup = f"{_quote(ROW)}.{self._lookup[spec.table]}"
         cols, params = spec.select_list()
+        where, where_params = spec.row_filter()
         marks = ",".join("?" * len(page))
-        sql = (f"SELECT {lookup} AS {LOOKUP}, {cols} FROM {_quote(spec.table)} AS {_quote(ROW)} "
-               f"WHERE {lookup} IN ({marks})")
-        found: dict[Any, dict[str, Any]] = {}
-        for r in conn.execute(sql, [*params, *(p[0] for p in page)]).fetchall():
-            row = dict(r)
-            found[row.pop(LOOKUP)] = row
-        out = []
+        sql = (f"SELECT {cols}, {lookup} AS {LOOKUP} FROM {_quote(spec.table)} AS {_quote(ROW)} "
+               f"WHERE {lookup} IN ({marks}){where}")
+        cursor = conn.execute(sql, [*params, *(p[0] for p in page), *where_params])
+        found = {values[-1]: values for values in cursor.fetchall()}  # the lookup is the last column
+        out = Page(_names(cursor)[:-1])
         for ident, wm, key in page:
-            hit = found.get(ident)
-            if hit is not None:
-                out.append({WM: wm, KEY: key, **hit})
-        if not out:  # every row of the page went: the position still moves past them
-            out.append({WM: page[-1][1], KEY: page[-1][2], CORRUPT: True})
+            values = found.get(ident)
+            if values is not None:
+                out.rows.append((wm, key, values))
+        if not out.rows or out.rows[-1][:2] != page[-1][1:]:
+            out.rows.append((page[-1][1], page[-1][2], None))
         return out
 
-    def _record(self, spec: TableSpec, state: TableState, row: dict[str, Any], observed: int) -> RawRecord:
-        self.stats.records += 1
-        clean = {k: (v.hex() if isinstance(v, bytes) else v) for k, v in row.items()}
-        position = f"{state.wm}:{state.key}"
-        data = {"table": spec.table, "row": clean}
-        meta = {"path": self.path, "table": spec.table}
-        return RawRecord(self.agent, "sqlite", data, f"{self.path}:{spec.table}", position, observed, meta)
+    def _maker(self, spec: TableSpec, names: tuple[str, ...],
+               observed: int) -> Callable[[Any, Any, tuple[Any, ...]], RawRecord]:
+        """What makes a page's records: ``{"table": name, "row": {column: value}}``, with a blob as hex."""
+        source_id, meta, stats = f"{self.path}:{spec.table}", {"path": self.path, "table": spec.table}, self.stats
+        agent, table = self.agent, spec.table
+
+        def make(wm: Any, key: Any, values: tuple[Any, ...]) -> RawRecord:
+            stats.records += 1
+            row = dict(zip(names, values, strict=False))  # a page's values end with its lookup column
+            plain = _PLAIN.issuperset(map(type, values))
+            if not plain:
+                row = {k: (v.hex() if isinstance(v, bytes) else v) for k, v in row.items()}
+                plain = all(math.isfinite(v) for v in row.values() if type(v) is float)
+            data = {"table": table, "row": row}
+            # SQLite's values are within every bound of the boundary (64-bit integers, UTF-8 text: no lone
+            # surrogate; two levels, a value per column): the record needs no walk unless a float is infinite
+            return RawRecord(agent, "sqlite", data, source_id, f"{wm}:{key}", observed, meta,
+                             checked_data=data if plain else None)
+
+        return make
 
     def _error(self, message: str) -> None:
         self.stats.errors += 1
@@ -385,6 +418,10 @@ def _settled(stamp: tuple[int, ...] | None, at_ns: int) -> bool:
     """Both files had last changed well before their stat was taken: a later write shows a later mtime
     (one within the same clock tick as the stat might not)."""
     return stamp is not None and at_ns - max(stamp[2], stamp[5]) > SETTLED_NS
+
+
+def _names(cursor: sqlite3.Cursor) -> tuple[str, ...]:
+    return tuple(d[0] for d in cursor.description or ())
 
 
 def _data_version(conn: sqlite3.Connection) -> int:
