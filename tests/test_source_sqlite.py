@@ -310,3 +310,45 @@ def test_rows_without_a_watermark_are_not_read_over_and_over(tmp_path: Path) -> 
     writer.execute("INSERT INTO item VALUES ('r1', 3, 'x')")
     assert rows(read(source)) == [("r1", 3)] and read(source) == []
     writer.close()
+
+
+def test_only_the_rows_a_table_wants_are_read_and_the_position_moves_past_the_rest(tmp_path: Path) -> None:
+    """``only``: rows whose JSON column has the value at the path, and those whose column is not a JSON
+    object (for the parser to refuse: a torn row is quarantined and counted, not lost); the position moves
+    past the others, so a restart from it reads none of them again."""
+    db = tmp_path / "a.db"
+    writer = make_db(db)
+    bodies = ['{"type": "text"}', '{"type": "tool", "n": 1}', '{"type": "tool", torn', "[1]", None,
+              '{"type": "step-start"}', '{"type": "tool", "n": 2}', '{"type": "text"}', '{"type": "patch"}']
+    writer.executemany("INSERT INTO item VALUES (?, ?, ?)", [(f"r{i}", i, b) for i, b in enumerate(bodies)])
+    spec = [TableSpec("item", "updated", "id", where_column="body", where=(("$.type", "tool"),))]
+    source = SqliteRows("s", "a", str(db), spec, {}, batch_rows=3)
+    items = read(source)
+    assert rows(items) == [("r1", 1), ("r2", 2), ("r3", 3), ("r4", 4), ("r6", 6)]
+    assert source.stats.records == 5
+    last = items[-1][1]
+    assert items[-1][0] is None and last.value["wm"] == 8 and last.value["key"] == "r8"  # past the last row
+    writer.execute("""INSERT INTO item VALUES ('r9', 9, '{"type": "text"}'), ('r10', 10, '{"type": "tool"}')""")
+    assert rows(read(SqliteRows("s", "a", str(db), spec, {last.stream: last.value}))) == [("r10", 10)]
+    writer.close()
+
+
+def test_a_row_record_needs_no_walk_at_the_boundary_unless_a_float_is_infinite(tmp_path: Path) -> None:
+    """SQLite's values are within the boundary's bounds as they are (64-bit integers, UTF-8 text, one
+    level of columns): the record says so; a blob comes as hex; an infinite float is left to the walk."""
+    from collector.pipeline.boundary import check_record
+
+    db = tmp_path / "a.db"
+    writer = sqlite3.connect(db, isolation_level=None)
+    writer.execute("CREATE TABLE item (id TEXT PRIMARY KEY, updated INTEGER, body, cost REAL)")
+    writer.executemany("INSERT INTO item VALUES (?, ?, ?, ?)", [
+        ("plain", 1, "é ✓ {\"a\": 1}", 0.5), ("blob", 2, b"\x00\xff", None), ("big", 3, 2**63 - 1, None),
+        ("inf", 4, "x", float("inf"))])
+    spec = [TableSpec("item", "updated", "id")]
+    got = {r.data["row"]["id"]: r for r, _ in read(SqliteRows("s", "a", str(db), spec, {})) if r is not None}
+    for name in ("plain", "blob", "big"):
+        assert got[name].checked_data is got[name].data and check_record(got[name]) is got[name]
+    assert got["blob"].data["row"]["body"] == "00ff" and got["big"].data["row"]["body"] == 2**63 - 1
+    assert got["inf"].checked_data is None
+    assert check_record(got["inf"]).data["row"]["cost"] == "inf"  # made safe by the boundary, as before
+    writer.close()

@@ -35,7 +35,14 @@ with the row as one more column, a JSON array of their ``column`` values in the 
 read in the same query as the row (a message with its parts). A change to the related rows alone does not
 make the row read again: the row carries them as they were when the row was read.
 
-Yields ``RawRecord(kind="sqlite", data={"table": name, "row": {column: value}})``.
+A table may keep only the rows whose JSON column has given values at given paths (``only``: the ``part``
+rows of type ``tool``, the only ones its parser makes entries of): the page query leaves the others out
+(SQLite's JSON functions, no Python object per row), and the position moves past them all the same. A row
+whose column is not JSON is read: its parser refuses it, so a torn row is quarantined and counted.
+
+Yields ``RawRecord(kind="sqlite", data={"table": name, "row": {column: value}})``; its values are as
+SQLite gives them (a blob as hex), within every bound of the pipeline's boundary by construction (64-bit
+integers, UTF-8 text, two levels), so the record says so (``checked_data``) unless a float is infinite.
 """
 
 from __future__ import annotations
@@ -115,13 +122,14 @@ class TableSpec:
 
     def row_filter(self) -> tuple[str, list[Any]]:
         """The ``AND ...`` that keeps only the rows ``where`` asks for, and its parameters. A row whose
-        column is not JSON is kept: its parser refuses it, so it is quarantined and counted, not lost."""
+        column is not a JSON object is kept: its parser refuses it, so it is quarantined and counted, not
+        lost (CASE tries its branches in order: ``json_type`` would fail the query on one torn row)."""
         if not self.where:
             return "", []
         column = f"{_quote(ROW)}.{_quote(self.where_column)}"
         tests = " AND ".join(f"json_extract({column}, ?) = ?" for _ in self.where)
-        return (f" AND (CASE WHEN json_valid({column}) THEN {tests} ELSE 1 END)",
-                [x for pair in self.where for x in pair])
+        return (f" AND (CASE WHEN NOT json_valid({column}) THEN 1 WHEN json_type({column}) <> 'object' THEN 1 "
+                f"ELSE {tests} END)", [x for pair in self.where for x in pair])
 
 
 @dataclass(slots=True)
@@ -452,9 +460,19 @@ def table_specs(tables: list[dict[str, Any]]) -> list[TableSpec]:
     """The ``tables`` of a definition's ``sqlite`` source."""
     return [
         TableSpec(t["table"], t["watermark"], t.get("key") or "rowid", tuple(t.get("columns") or ()),
-                  tuple(_related(r) for r in t.get("related") or ()))
+                  tuple(_related(r) for r in t.get("related") or ()), *_only(t.get("only")))
         for t in tables
     ]
+
+
+def _only(spec: dict[str, Any] | None) -> tuple[str, tuple[tuple[str, str | int | float | bool], ...]]:
+    if not spec:
+        return "", ()
+    return spec["column"], _where(spec.get("where"))
+
+
+def _where(spec: dict[str, Any] | None) -> tuple[tuple[str, str | int | float | bool], ...]:
+    return tuple(sorted((str(path), value) for path, value in (spec or {}).items()))
 
 
 def _build(spec: dict[str, Any], defn: AgentDefinition, ctx: BuildContext) -> SqliteRows:
@@ -464,9 +482,8 @@ def _build(spec: dict[str, Any], defn: AgentDefinition, ctx: BuildContext) -> Sq
 
 
 def _related(spec: dict[str, Any]) -> RelatedSpec:
-    where = tuple(sorted((str(path), value) for path, value in (spec.get("where") or {}).items()))
     return RelatedSpec(spec["as"], spec["table"], spec["match"], spec["on"], spec["column"],
-                       spec.get("key") or "rowid", where)
+                       spec.get("key") or "rowid", _where(spec.get("where")))
 
 
 PLUGIN: Plugin[SourceBuilder] = Plugin("sqlite", _build, kind_schema("source_sqlite"))
