@@ -120,7 +120,7 @@ CREATE INDEX events_model ON events(model);"""
 def test_a_schema_1_store_moves_into_the_rowid_table(tmp_path: Path) -> None:
     """A store written before events became a rowid table: every row is kept, the rollup and reports read
     what they read before, and an entry already in it is still not added twice."""
-    from collector.usage.store import _COLUMNS, event_row
+    from collector.usage.store import _COLUMNS, SCHEMA_VERSION, event_row
 
     paths = collected(FIXTURES / "claude-code" / "tool_then_answer", tmp_path)
     path = paths.data_dir / "usage.sqlite"
@@ -140,7 +140,7 @@ def test_a_schema_1_store_moves_into_the_rowid_table(tmp_path: Path) -> None:
     db = sqlite3.connect(path)
     assert db.execute(f"SELECT {names} FROM events ORDER BY event_id").fetchall() == rows
     assert db.execute("SELECT * FROM slots ORDER BY 1, 2, 3, 4, 5, 6").fetchall() == slots
-    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("2",)
+    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
     indexes = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'events'")}
     assert "events_time" in indexes and not indexes & {"events_day", "events_session", "events_model"}
     assert [tuple(event_row(e)) for e in sorted(entries, key=lambda e: e["event.id"])] == rows
@@ -190,3 +190,86 @@ def test_the_rollup_reads_only_the_batch_rows(tmp_path: Path) -> None:
         "EXPLAIN QUERY PLAN " + rollup._UPSERT.format(since=" AND e.id > ?"), (0,)))
     store.close()
     assert "INTEGER PRIMARY KEY (rowid>?)" in plan and "INDEX" not in plan.replace("PRIMARY KEY", "")
+
+
+_V2_EVENTS = (_V1_EVENTS.split(";")[0].replace(" WITHOUT ROWID", "")
+              .replace("(event_id TEXT PRIMARY KEY,", "(id INTEGER PRIMARY KEY, event_id TEXT NOT NULL UNIQUE,"))
+
+
+def test_a_schema_2_store_moves_to_the_integer_key(tmp_path: Path) -> None:
+    """A store whose ``events`` was unique by the id's text: every row keeps its row id (the rollup's
+    ranges), the reports read what they read before, and an entry already in it is still not added twice."""
+    from usage_support import report
+
+    from collector.usage.store import _COLUMNS, SCHEMA_VERSION, event_key
+
+    paths = collected(FIXTURES / "codex" / "tool_then_answer", tmp_path)
+    path = paths.data_dir / "usage.sqlite"
+
+    def reports() -> list[dict]:
+        kinds = ("daily", "session")
+        return [{k: v for k, v in report(paths, kind).items() if k != "generated_unix"} for kind in kinds]
+
+    before = reports()
+    db = sqlite3.connect(path)
+    names = ",".join(_COLUMNS)
+    rows = db.execute(f"SELECT id,{names} FROM events ORDER BY id").fetchall()
+    db.executescript(f"DROP TABLE events; DROP TABLE collided; {_V2_EVENTS}; CREATE INDEX events_time ON "
+                     "events(name, time_ns); UPDATE meta SET value = '2' WHERE key = 'schema_version';")
+    db.executemany(f"INSERT INTO events(id,{names}) VALUES({','.join('?' * (len(_COLUMNS) + 1))})", rows)
+    db.commit()
+    db.close()
+    entries = read_output(paths.output_dir)
+    assert len(rows) == len(entries) > 5
+    store = UsageStore(path)
+    assert store.add(entries) == 0, "the ids of the old table still dedupe"
+    store.close()
+    db = sqlite3.connect(path)
+    assert db.execute(f"SELECT id,{names} FROM events ORDER BY id").fetchall() == rows
+    assert [k for (k,) in db.execute("SELECT k FROM events ORDER BY id")] == [event_key(r[1]) for r in rows]
+    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
+    assert db.execute("SELECT count(*) FROM collided").fetchone() == (0,)
+    db.close()
+    assert reports() == before and before[0]["rows"]
+
+
+def _call(event_id: str, tokens: int, time_ns: int) -> dict:
+    return {"event.id": event_id, "event.name": "llm.response", "time_unix_nano": time_ns,
+            "gen_ai.agent.type": "codex", "gen_ai.session.id": "s", "gen_ai.usage.input_tokens": tokens}
+
+
+def test_two_ids_with_one_key_are_both_stored_and_each_still_once(tmp_path: Path) -> None:
+    """Ids that share their first 16 hex digits share the integer key: the second is kept (under no key,
+    its id in ``collided``), and neither is counted twice when delivered again, in one batch or later,
+    after a restart, or after retention dropped the first."""
+    from collector.usage.store import event_key
+
+    a, b, c = "0123456789abcdef" + "0" * 16, "0123456789abcdef" + "1" * 16, "0123456789abcdef" + "2" * 16
+    assert event_key(a) == event_key(b) == event_key(c)
+    now = time.time()
+    old_ns, new_ns = int((now - 40 * 86400) * 1e9), int(now * 1e9)
+    store = UsageStore(tmp_path / "u.sqlite")
+    assert store.add([_call(a, 1, old_ns), _call(b, 10, new_ns), _call(b, 10, new_ns)]) == 2
+    assert store.add([_call(a, 1, old_ns), _call(b, 10, new_ns), _call(c, 100, new_ns)]) == 1
+    store.close()
+    store = UsageStore(tmp_path / "u.sqlite", retention_days=30)
+    assert store.prune(now) == 1
+    assert store.add([_call(b, 10, new_ns), _call(c, 100, new_ns)]) == 0
+    store.close()
+    db = sqlite3.connect(tmp_path / "u.sqlite")
+    assert sorted(db.execute("SELECT event_id, input FROM events")) == [(b, 10), (c, 100)]
+    assert sorted(r[0] for r in db.execute("SELECT event_id FROM collided")) == [b, c]
+    assert db.execute("SELECT SUM(input), SUM(calls) FROM slots WHERE slot >= ?", (new_ns // 900 // 10**9,)
+                      ).fetchone() == (110, 2)
+
+
+def test_the_key_of_any_id(tmp_path: Path) -> None:
+    """Hex ids give their first 16 digits as a signed 64-bit integer; any other text a hash of it."""
+    from collector.usage.store import event_key
+
+    assert event_key("f" * 32) == 2**63 - 1 and event_key("0" * 32) == -(2**63)
+    keys = [event_key(i) for i in ("e1", "new", "", "-1", " 12_3", "é" * 40, "\udc80")]
+    assert all(-(2**63) <= k < 2**63 for k in keys) and len(set(keys)) == len(keys)
+    store = UsageStore(tmp_path / "u.sqlite")
+    assert store.add([_call(i, 1, time.time_ns()) for i in ("e1", "new", "", "-1", " 12_3", "é" * 40)]) == 6
+    store.close()

@@ -1,6 +1,6 @@
 """The local usage store: every entry's numbers in one SQLite database under the data directory.
 
-One row per entry (``events``, a rowid table appended in arrival order, ``event_id`` unique) with its
+One row per entry (``events``, a rowid table appended in arrival order, unique by its id) with its
 time, UTC day, agent, session, model, tokens, tool outcome and error class, one row per session
 (``sessions``) with its project (the workspace path), model and last status, the models seen (``models``,
 for the price lookup) and the rollup the reports read (``slots``, see ``collector.usage.rollup``). Random
@@ -8,14 +8,19 @@ ids land on random pages, so the id is the only random key: one more index (name
 dashboard. No prompt, completion or tool text is kept; an error's message only when content capture put
 it in the entry.
 
-Exactly once, like the JSONL file: ``INSERT OR IGNORE`` on the event id, committed (WAL,
+Exactly once, like the JSONL file: ``INSERT OR IGNORE`` on the event id's key, committed (WAL,
 ``synchronous=FULL``) inside ``export`` and so before the checkpoint that covers the batch; a batch
-replayed after a crash inserts nothing twice. Rows older than ``retention_days`` are pruned once a day.
+replayed after a crash inserts nothing twice. The key (``k``) is an INTEGER, 8 bytes of the id
+(``event_key``): the unique index is a third of what the id's text made it, so a batch dirties fewer of
+its random pages. Two ids with one key (2**-64 for the hashes the parsers make, but any text is an id)
+are told apart exactly: the second is stored with no key and its id in ``collided``, which is checked by
+the text. Rows older than ``retention_days`` are pruned once a day.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
 import sqlite3
 import time
@@ -27,14 +32,15 @@ from typing import Any
 from collector.usage import rollup
 from collector.util.private import create_private, private_dir
 
-SCHEMA_VERSION = 2  # 2: ``events`` is a rowid table (appended in arrival order) with one unique index on the id
+SCHEMA_VERSION = 3  # 2: ``events`` is a rowid table (appended in arrival order); 3: unique by an integer key
 FILE_NAME = "usage.sqlite"
 CACHE_KIB = 8192  # SQLite's page cache (its default, 2 MiB, made a growing store re-read its pages)
 
-_SCHEMA = """
+_EVENTS = """
 CREATE TABLE IF NOT EXISTS events (
   id INTEGER PRIMARY KEY,
-  event_id TEXT NOT NULL UNIQUE,
+  k INTEGER UNIQUE,  -- event_key(event_id); NULL for an id another id's key holds (its id is in collided)
+  event_id TEXT NOT NULL,
   name TEXT NOT NULL,
   time_ns INTEGER NOT NULL,
   day TEXT NOT NULL,
@@ -56,7 +62,10 @@ CREATE TABLE IF NOT EXISTS events (
   error_type TEXT,
   http_status INTEGER,
   detail TEXT
-);
+)"""
+_COLLIDED = "CREATE TABLE IF NOT EXISTS collided (event_id TEXT PRIMARY KEY) WITHOUT ROWID"
+_SCHEMA = f"""{_EVENTS};
+{_COLLIDED};
 CREATE INDEX IF NOT EXISTS events_time ON events(name, time_ns);
 CREATE TABLE IF NOT EXISTS sessions (
   agent TEXT NOT NULL,
@@ -79,7 +88,9 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 _COLUMNS = ("event_id", "name", "time_ns", "day", "agent", "session", "turn", "scope", "provider", "model",
             "input", "output", "cache_read", "cache_write", "reasoning", "agent_cost_usd", "duration_ms",
             "tool", "tool_status", "error_type", "http_status", "detail")
-_INSERT = f"INSERT OR IGNORE INTO events({','.join(_COLUMNS)}) VALUES({','.join('?' * len(_COLUMNS))})"
+_INSERT = f"INSERT OR IGNORE INTO events(k,{','.join(_COLUMNS)}) VALUES({','.join('?' * (len(_COLUMNS) + 1))})"
+_KEY_BIAS = 1 << 63
+_KEY_MASK = (1 << 64) - 1
 _SESSION_UPSERT = """
 INSERT INTO sessions(agent, session, project, model, first_ns, last_ns, status, status_ns)
 VALUES(?,?,?,?,?,?,?,?)
@@ -118,12 +129,14 @@ def _day_name(day: int) -> str:
 
 
 def _int(entry: dict[str, Any], key: str) -> int:
-    value = entry.get(key)
+    return _as_int(entry.get(key))
+
+
+def _as_int(value: Any) -> int:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
 
 
-def _num(entry: dict[str, Any], key: str) -> float | None:
-    value = entry.get(key)
+def _as_num(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
@@ -132,23 +145,38 @@ def _text(entry: dict[str, Any], key: str) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+_TEXTS = ("gen_ai.session.id", "gen_ai.turn.id", "gen_ai.agent.scope", "gen_ai.provider.name", "gen_ai.response.model",
+          "gen_ai.request.model", "gen_ai.tool.name", "tool.result.status", "error.type", "error.message")
+_INTS = ("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens", "gen_ai.usage.cache_read.input_tokens",
+         "gen_ai.usage.cache_creation.input_tokens", "gen_ai.usage.reasoning_tokens")
+
+
 def event_row(entry: dict[str, Any]) -> tuple[Any, ...]:
     """The store's row for one entry: numbers and labels only, never content text (``detail`` holds an
-    error message only when content capture kept ``error.message`` in the entry)."""
+    error message only when content capture kept ``error.message`` in the entry). Labels are non-empty
+    strings or None, token counts ints (0 when absent or not a number), cost and latency floats or None."""
+    get = entry.get
     time_ns = int(entry["time_unix_nano"])
-    model = _text(entry, "gen_ai.response.model") or _text(entry, "gen_ai.request.model")
-    http_status = entry.get("http.response.status_code")
-    return (
-        entry["event.id"], entry["event.name"], time_ns, utc_day(time_ns), entry["gen_ai.agent.type"],
-        _text(entry, "gen_ai.session.id"), _text(entry, "gen_ai.turn.id"), _text(entry, "gen_ai.agent.scope"),
-        _text(entry, "gen_ai.provider.name"), model,
-        _int(entry, "gen_ai.usage.input_tokens"), _int(entry, "gen_ai.usage.output_tokens"),
-        _int(entry, "gen_ai.usage.cache_read.input_tokens"), _int(entry, "gen_ai.usage.cache_creation.input_tokens"),
-        _int(entry, "gen_ai.usage.reasoning_tokens"), _num(entry, "gen_ai.usage.cost_usd"),
-        _num(entry, "duration_ms"), _text(entry, "gen_ai.tool.name"), _text(entry, "tool.result.status"),
-        _text(entry, "error.type"), http_status if isinstance(http_status, int) else None,
-        _text(entry, "error.message"),
-    )
+    session, turn, scope, provider, response_model, request_model, tool, tool_status, error_type, detail = [
+        v if isinstance(v, str) and v else None for v in map(get, _TEXTS)]
+    tokens = [0 if v is None else v if type(v) is int else _as_int(v) for v in map(get, _INTS)]
+    cost, duration, http_status = get("gen_ai.usage.cost_usd"), get("duration_ms"), get("http.response.status_code")
+    return (entry["event.id"], entry["event.name"], time_ns, utc_day(time_ns), entry["gen_ai.agent.type"],
+            session, turn, scope, provider, response_model or request_model, *tokens,
+            None if cost is None else _as_num(cost), None if duration is None else _as_num(duration),
+            tool, tool_status, error_type, http_status if isinstance(http_status, int) else None, detail)
+
+
+def event_key(event_id: Any) -> int:
+    """The unique key of an id, a signed 64-bit INTEGER: its first 16 hex digits (the ids the parsers make
+    are hashes in hex), else 8 bytes of its BLAKE2b. Equal ids give equal keys; two ids with one key are
+    told apart by ``UsageStore`` (``collided``)."""
+    text = event_id if isinstance(event_id, str) else str(event_id)
+    try:
+        value = int(text[:16], 16)
+    except ValueError:
+        value = int.from_bytes(hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big")
+    return (value & _KEY_MASK) - _KEY_BIAS
 
 
 def session_row(entry: dict[str, Any]) -> tuple[Any, ...] | None:
@@ -188,24 +216,33 @@ def _day_start_slot(day: str) -> int:
     return calendar.timegm(time.strptime(day, "%Y-%m-%d")) * 10**9 // rollup.SLOT_NS
 
 
-_V1_INDEXES = ("events_day", "events_time", "events_session", "events_model")
+_OLD_INDEXES = ("events_day", "events_time", "events_session", "events_model")
 
 
 def _migrate(db: sqlite3.Connection) -> None:
-    """A store of schema 1 (``events`` keyed by its id, WITHOUT ROWID, four more indexes): its rows move
-    into the rowid table, oldest first, in one transaction."""
+    """A store of schema 1 (``events`` keyed by its id, WITHOUT ROWID, four more indexes) or 2 (a rowid
+    table unique by the id's text): its rows move into the table of schema 3 with their keys, in one
+    transaction, in their order (schema 2's row ids kept, schema 1's rows oldest first)."""
     columns = [row[1] for row in db.execute("PRAGMA table_info(events)")]
-    if not columns or "id" in columns:
+    if not columns or "k" in columns:
         return
     names = ",".join(_COLUMNS)
+    ids, order = ("id,", "id") if "id" in columns else ("", "time_ns, event_id")
+    db.create_function("event_key", 1, event_key, deterministic=True)
     db.execute("BEGIN IMMEDIATE")
     try:
-        for index in _V1_INDEXES:
+        for index in _OLD_INDEXES:
             db.execute(f"DROP INDEX IF EXISTS {index}")
-        db.execute("ALTER TABLE events RENAME TO events_v1")
-        db.execute(_SCHEMA[:_SCHEMA.index(";")])  # the new events table
-        db.execute(f"INSERT INTO events({names}) SELECT {names} FROM events_v1 ORDER BY time_ns, event_id")
-        db.execute("DROP TABLE events_v1")
+        db.execute("ALTER TABLE events RENAME TO events_old")
+        db.execute(_EVENTS)
+        db.execute(_COLLIDED)
+        db.execute(f"INSERT OR IGNORE INTO events({ids}k,{names}) SELECT {ids}event_key(event_id),{names} "
+                   f"FROM events_old ORDER BY {order}")
+        db.execute(f"INSERT INTO events({ids}k,{names}) SELECT {ids}NULL,{names} FROM events_old o WHERE NOT EXISTS "
+                   "(SELECT 1 FROM events e WHERE e.k = event_key(o.event_id) AND e.event_id = o.event_id) "
+                   f"ORDER BY {order}")  # an id whose key an earlier id took
+        db.execute("INSERT INTO collided(event_id) SELECT event_id FROM events WHERE k IS NULL")
+        db.execute("DROP TABLE events_old")
         db.execute("COMMIT")
     except BaseException:
         db.execute("ROLLBACK")
@@ -250,15 +287,23 @@ class UsageStore:
         except BaseException:
             self._db.close()
             raise
+        self._collided = self._load_collided()
+        self._models = set(self._db.execute("SELECT model, provider FROM models"))
         self._pruned_day = ""
         self.inserted = 0
         self.duplicates = 0
         self.pruned = 0
 
+    def _load_collided(self) -> set[str]:
+        return {row[0] for row in self._db.execute("SELECT event_id FROM collided")}
+
     def add(self, entries: Sequence[dict[str, Any]]) -> int:
         """Insert the entries not stored yet, in one committed transaction; returns how many were new."""
-        rows = [event_row(e) for e in entries]
+        rows = [(event_key(row[0]), *row) for row in map(event_row, entries)]
+        if self._collided:  # stored without a key: only their ids tell
+            rows = [row for row in rows if row[1] not in self._collided]
         sessions = fold_sessions(session_row(e) for e in entries)
+        models = {(row[10], row[9] or "") for row in rows if row[10]} - self._models
         db = self._db
         db.execute("BEGIN IMMEDIATE")
         try:
@@ -266,17 +311,40 @@ class UsageStore:
             before = db.total_changes
             db.executemany(_INSERT, rows)
             added = db.total_changes - before
+            collided = self._insert_collided(rows) if added < len(rows) else []
+            added += len(collided)
             rollup.add_since(db, last)
             db.executemany(_SESSION_UPSERT, sessions)
-            db.executemany("INSERT OR IGNORE INTO models(model, provider) VALUES(?, ?)",
-                           {(r[9], r[8] or "") for r in rows if r[9]})
+            db.executemany("INSERT OR IGNORE INTO models(model, provider) VALUES(?, ?)", models)
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
             raise
+        self._collided.update(collided)
+        self._models |= models
         self.inserted += added
-        self.duplicates += len(rows) - added
+        self.duplicates += len(entries) - added
         self.prune()
+        return added
+
+    def _insert_collided(self, rows: list[tuple[Any, ...]]) -> list[str]:
+        """After ``INSERT OR IGNORE`` left rows out: those whose key another id holds (not a duplicate) are
+        stored without a key, their ids in ``collided``. Returns those ids."""
+        db = self._db
+        keys = list({row[0] for row in rows})
+        holders: dict[int, str] = {}
+        for start in range(0, len(keys), 500):
+            chunk = keys[start : start + 500]
+            holders.update(db.execute(f"SELECT k, event_id FROM events WHERE k IN ({','.join('?' * len(chunk))})",
+                                      chunk).fetchall())
+        added: list[str] = []
+        for row in rows:
+            holder, event_id = holders.get(row[0]), str(row[1])
+            if holder is None or holder == event_id or event_id in added:
+                continue  # stored (before or just now), or left out by another constraint
+            if db.execute(_INSERT, (None, *row[1:])).rowcount == 1:
+                db.execute("INSERT OR IGNORE INTO collided(event_id) VALUES(?)", (event_id,))
+                added.append(event_id)
         return added
 
     def prune(self, now: float | None = None) -> int:
@@ -290,6 +358,9 @@ class UsageStore:
         cur = self._db.execute("DELETE FROM events WHERE day < ?", (utc_day(cutoff_ns),))
         self._db.execute("DELETE FROM slots WHERE slot < ?", (_day_start_slot(utc_day(cutoff_ns)),))
         self._db.execute("DELETE FROM sessions WHERE last_ns < ?", (cutoff_ns,))
+        if self._collided:
+            self._db.execute("DELETE FROM collided WHERE event_id NOT IN (SELECT event_id FROM events WHERE k IS NULL)")
+            self._collided = self._load_collided()
         self.pruned += cur.rowcount
         return int(cur.rowcount)
 
