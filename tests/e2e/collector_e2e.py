@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from fake_llm import FakeLLMServer
-from harness import AgentHome, describe, run_scenario, write_agent_config
+from harness import AgentHome, Scenario, describe, run_scenario, write_agent_config
 from support import (
     ROOT,
     assert_no_duplicates,
@@ -52,7 +52,7 @@ def data_dir(env: AgentHome) -> Path:
     return env.home / ".local" / "share" / "agent-collector"
 
 
-def run_collected(agent: str, env: AgentHome, server: FakeLLMServer, scenario: str, daemon: bool = False,
+def run_collected(agent: str, env: AgentHome, server: FakeLLMServer, scenario: str | Scenario, daemon: bool = False,
                   extra_env: Mapping[str, str] | None = None) -> Entries:
     """install -> the scenario with the real CLI [with `agent-collector run` up] -> collect --once."""
     port = free_port()
@@ -103,7 +103,7 @@ def check_session(entries: Entries, server: FakeLLMServer, turns: int, unrecorde
 
 def collector_status(env: AgentHome) -> dict[str, Any]:
     """What the last collector run saved as its status (state/status.json)."""
-    return json.loads((data_dir(env) / "state" / "status.json").read_text())  # type: ignore[no-any-return]
+    return json.loads((data_dir(env) / "state" / "status.json").read_text())
 
 
 def check_sources_read(env: AgentHome, *sources: str, duplicates: bool = False) -> dict[str, Any]:
@@ -201,7 +201,7 @@ def tool_names(entries: Entries) -> list[str]:
 
 
 def result_statuses(pairs: dict[str, tuple[int, int, str | None]]) -> list[str | None]:
-    return sorted(status for _, _, status in pairs.values())
+    return sorted((status for _, _, status in pairs.values()), key=str)
 
 
 def starts_of(entries: Entries) -> list[str]:
@@ -229,14 +229,14 @@ def check_report(env: AgentHome, server: FakeLLMServer, unrecorded_calls: int = 
 
     def sums(records: list[dict[str, Any]]) -> tuple[int, int, int, int, int]:
         parts = [usage_tuple(r["api"], r["usage"]) for r in records]
-        return (len(parts), *(sum(p[i] for p in parts) for i in range(4)))  # type: ignore[return-value]
+        return (len(parts), *(sum(p[i] for p in parts) for i in range(4)))
 
     def row(r: dict[str, Any]) -> tuple[int, int, int, int, int]:
         return (r["calls"], r["input_tokens"], r["output_tokens"], r["cache_read_tokens"], r["cache_write_tokens"])
 
     def report(kind: str) -> dict[str, Any]:
         out = collector(env.home, "report", kind, "--json", "--timezone", "UTC").stdout
-        return json.loads(out)  # type: ignore[no-any-return]
+        return json.loads(out)
 
     days: dict[str, list[dict[str, Any]]] = {}
     for record in kept:

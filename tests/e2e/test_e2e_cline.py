@@ -55,7 +55,7 @@ SUBAGENT = Scenario("subagent", (Turn("Please use a subagent to run a command an
 
 
 def run(env: AgentHome, server: FakeLLMServer, scenario: str | Scenario, daemon: bool = False) -> list[dict[str, Any]]:
-    entries = run_collected(AGENT, env, server, scenario, daemon=daemon)  # type: ignore[arg-type]
+    entries = run_collected(AGENT, env, server, scenario, daemon=daemon)
     assert lingering_pids(AGENT, env.home) == [], "Cline's hub was ended"
     assert not _processes_under(env.home), "no process started under the test's HOME is left"
     if daemon:  # the daemon read everything; the counts below are of the last `collect --once` alone

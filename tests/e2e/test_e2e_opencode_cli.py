@@ -64,7 +64,7 @@ class Collector:
         return dict(status["sources"][name])
 
 
-def facts(entries: list[dict[str, Any]]) -> dict[str, tuple[str, Any, Any]]:
+def facts(entries: list[dict[str, Any]]) -> dict[str, tuple[str, Any, Any, Any, Any]]:
     """event id -> (name, turn, tokens): what both ways must agree on."""
     return {e["event.id"]: (e["event.name"], e.get("gen_ai.turn.id"), e.get("gen_ai.usage.input_tokens"),
                             e.get("gen_ai.usage.output_tokens"), e.get("gen_ai.usage.cache_read.input_tokens"))
