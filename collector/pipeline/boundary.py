@@ -160,10 +160,13 @@ def check_record(record: RawRecord) -> RawRecord:
 
 
 def check_entry(entry: dict[str, Any]) -> dict[str, Any]:
-    """Give every known field its type (see the module docstring); returns ``entry``, changed in place."""
-    invalid: list[str] = []
+    """Give every known field its type (see the module docstring); returns ``entry``, changed in place.
+    Values that already have their type (``_fits``: most of them, as the parsers build them) are left as
+    they are at once; the others take the full check (``_checked``)."""
     _check_time(entry)
-    for key in [k for k in entry if k not in OURS]:
+    doubtful = [key for key, value in entry.items() if key not in OURS and not _fits(key, value)]
+    invalid: list[str] = []
+    for key in doubtful:
         value, problem = _checked(key, entry[key])
         if problem is None:
             entry[key] = value
@@ -180,6 +183,54 @@ def check_entry(entry: dict[str, Any]) -> dict[str, Any]:
     if invalid:
         entry["collector.invalid_fields"] = invalid
     return entry
+
+
+_TYPED = COUNT_FIELDS | NUMBER_FIELDS | ENUM_FIELDS.keys() | STRING_LIST_FIELDS | LIST_FIELDS | STRING_FIELDS
+_PLAIN_JSON = (orjson.OPT_INDENT_2 | orjson.OPT_STRICT_INTEGER | orjson.OPT_PASSTHROUGH_DATACLASS
+               | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_SUBCLASS)
+
+
+def _fits(key: str, value: Any) -> bool:
+    """True when ``_checked`` would keep ``value`` as it is (False: it may not; the full check decides).
+    By the exact class first: the values parsers build are plain strings, numbers and JSON containers."""
+    kind = value.__class__
+    if kind is str:
+        if key in STRING_FIELDS:
+            return True
+        if key in _TYPED or key.endswith(".length"):
+            return key in ENUM_FIELDS and value in ENUM_FIELDS[key]
+        return value.isascii() or _SURROGATE.search(value) is None
+    if kind is int:
+        if key in COUNT_FIELDS or key.endswith(".length"):
+            return 0 <= value <= MAX_COUNT
+        if key in NUMBER_FIELDS:
+            return 0 <= value <= INT64_MAX
+        return key not in _TYPED and -INT64_MAX - 1 <= value <= INT64_MAX
+    if kind is list:
+        if key in STRING_LIST_FIELDS:
+            return all(v.__class__ is str for v in value)
+        return (key in LIST_FIELDS or key not in _TYPED) and not key.endswith(".length") and _plain_json(value)
+    if kind is dict:
+        return key not in _TYPED and not key.endswith(".length") and _plain_json(value)
+    if kind is float:
+        if key in NUMBER_FIELDS:
+            return math.isfinite(value) and 0 <= value <= INT64_MAX
+        return key not in _TYPED and not key.endswith(".length") and math.isfinite(value)
+    return False
+
+
+def _plain_json(value: list[Any] | dict[str, Any]) -> bool:
+    """True when the walk (``shape``, ``within_int64``) would find nothing to refuse or to change in the
+    container ``value``, judged at C speed as ``strict_json_fits`` does, from orjson's indented encoding
+    (string keys, no lone surrogate, integers within 2**53, not too deep, not too large), and the encoding
+    decodes to an equal value: orjson writes what the walk would make a string of (a non-finite float, a
+    tuple, an enum, a UUID) as something else, which then differs."""
+    try:
+        text = orjson.dumps(value, option=_PLAIN_JSON)
+    except orjson.JSONEncodeError:
+        return False
+    return (_TOO_DEEP not in text and (len(text) < MAX_NODES or text.count(b"\n") < MAX_NODES)
+            and orjson.loads(text) == value)
 
 
 def valid_time(value: Any, observed_ns: int) -> bool:
