@@ -58,6 +58,7 @@ class Held:
     since: float
     attempts: int = 1
     origins: Origins = ()
+    lines: Sequence[bytes] | None = None  # each entry's JSON (from the pipeline's encode check), if known
 
 
 @dataclass(slots=True)
@@ -80,17 +81,19 @@ class Delivery:
         self.held: Held | None = None
         self.stats = DeliveryStats()
 
-    def deliver(self, entries: list[Entry], commit: Commit, origins: Origins = ()) -> bool:
+    def deliver(self, entries: list[Entry], commit: Commit, origins: Origins = (),
+                lines: Sequence[bytes] | None = None) -> bool:
         """Hand ``entries`` to every exporter and commit; False: held (see :meth:`retry`). ``origins``:
-        the records the entries came from, for the quarantine of an entry an exporter fails on."""
-        return self.deliver_to([(e, entries) for e in self.exporters], entries, commit, origins)
+        the records the entries came from, for the quarantine of an entry an exporter fails on; ``lines``:
+        each entry's JSON, for exporters that take it (``export_lines``) instead of encoding it again."""
+        return self.deliver_to([(e, entries) for e in self.exporters], entries, commit, origins, lines)
 
     def deliver_to(self, waiting: list[tuple[Exporter, list[Entry]]], entries: list[Entry], commit: Commit,
-                   origins: Origins = ()) -> bool:
+                   origins: Origins = (), lines: Sequence[bytes] | None = None) -> bool:
         """Hand each exporter its entries (a quarantine retry: only the exporter that failed on them)."""
         if self.held is not None:
             raise RuntimeError("a held batch must be delivered first")
-        held = Held(entries, commit, waiting, "", "", self.clock(), attempts=0, origins=origins)
+        held = Held(entries, commit, waiting, "", "", self.clock(), attempts=0, origins=origins, lines=lines)
         return self._attempt(held)
 
     def exporter(self, name: str) -> Exporter | None:
@@ -137,7 +140,7 @@ class Delivery:
             return self._settle(exporter, one_by_one(exporter.export, entries,
                                                      lambda e: guard.exporting_entry(exporter.name, e)), held)
         try:
-            exporter.export(entries)
+            _export(exporter, entries, held)
         except ExportError as exc:
             if exc.retryable:
                 return entries, str(exc)
@@ -212,6 +215,15 @@ class Delivery:
                 "entries_waiting": len(held.entries), "attempts": held.attempts,
             },
         }
+
+
+def _export(exporter: Exporter, entries: list[Entry], held: Held) -> None:
+    """``exporter.export(entries)``, or with the entries' JSON when it takes it and it is the whole batch's."""
+    export_lines = getattr(exporter, "export_lines", None)
+    if export_lines is not None and held.lines is not None and entries is held.entries:
+        export_lines(entries, held.lines)
+    else:
+        exporter.export(entries)
 
 
 def _origin(entry: Entry, held: Held) -> Any:

@@ -483,13 +483,13 @@ class Service:
         result.records += len(records)
         result.entries += len(output.entries)
         result.batches += 1
-        return self._deliver(output.entries, commit, result, output.origins)
+        return self._deliver(output.entries, commit, result, output.origins, output.lines)
 
     def _deliver(self, entries: list[dict[str, Any]], commit: Commit, result: CycleResult,
-                 origins: Sequence[tuple[int, RawRecord]] = ()) -> bool:
+                 origins: Sequence[tuple[int, RawRecord]] = (), lines: Sequence[bytes] | None = None) -> bool:
         """Every exporter must accept the batch before its positions move (``collector.delivery``)."""
         assert self.delivery is not None
-        if self.delivery.deliver(entries, commit, origins):
+        if self.delivery.deliver(entries, commit, origins, lines):
             return True
         result.blocked = self._blocked_reason()
         return False

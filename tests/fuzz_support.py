@@ -145,8 +145,11 @@ class Rig:
         ]
 
     def run(self, records: list[RawRecord]) -> list[dict[str, Any]]:
-        entries = self.pipeline.process(records).entries
-        for exporter in self.exporters:
+        output = self.pipeline.process(records)
+        entries = output.entries
+        assert output.lines == [orjson.dumps(e) for e in entries], "the encode check's JSON is the entries'"
+        self.exporters[0].export_lines(entries, output.lines)  # as the delivery hands them to the JSON lines file
+        for exporter in self.exporters[1:]:
             exporter.export(entries)
         traces = self.exporters[2]
         traces.flush_all()

@@ -97,14 +97,19 @@ class JsonlExporter:
     # -- export -----------------------------------------------------------------------------------
 
     def export(self, batch: Sequence[Entry]) -> None:
+        self.export_lines(batch, None)
+
+    def export_lines(self, batch: Sequence[Entry], encoded: Sequence[bytes] | None) -> None:
+        """``export``, with each entry's JSON given (``orjson.dumps(entry)``, the pipeline's encode check)."""
         lines = []
-        for entry in batch:
+        recent = self._recent
+        for n, entry in enumerate(batch):
             eid = entry["event.id"]
-            if eid in self._recent:
+            if eid in recent:
                 self.skipped_duplicates += 1
                 self._orphans.discard(eid)  # offered again: committed with this batch
                 continue
-            lines.append(orjson.dumps(entry))
+            lines.append(orjson.dumps(entry) if encoded is None else encoded[n])
         if not lines:
             return
         data = b"\n".join(lines) + b"\n"

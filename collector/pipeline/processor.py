@@ -62,6 +62,7 @@ class Output:
     entries: list[dict[str, Any]]
     discovered_paths: list[tuple[str, str]]  # (agent, path)
     origins: list[tuple[int, RawRecord]] = field(default_factory=list)  # (first entry's index, its record)
+    lines: list[bytes] | None = None  # each entry's JSON, as the encode check made it (exporters reuse it)
 
 
 class Pipeline:
@@ -92,14 +93,19 @@ class Pipeline:
         self.turns = turns if turns is not None else TurnMarker()
         self._stage = "parse"  # where the record being processed is, for the quarantine's reason
         self.guard = guard  # names the record being processed, for the next start if this process dies
+        self._encoded: dict[int, bytes] = {}  # id(entry) -> its JSON, for the entries of the batch in hand
 
     def process(self, records: Iterable[RawRecord]) -> Output:
         """Every record is processed on its own guard: one that fails at any stage goes to the quarantine
         (with the stage and the reason) and the batch goes on without it; one the previous process died
         on goes there unprocessed (``collector.pipeline.crash_guard``)."""
         try:
-            return self._process(records)
+            output = self._process(records)
+            encoded = self._encoded
+            output.lines = [encoded[id(e)] for e in output.entries]  # every entry in it was finished
+            return output
         finally:
+            self._encoded = {}
             if self.guard is not None:
                 self.guard.clear()
 
@@ -156,6 +162,7 @@ class Pipeline:
             except Exception as exc:  # noqa: BLE001 - one bad entry must not stop the rest
                 log.warning("%s entry %s dropped at %s: %r", entry.get("event.name"), entry.get("event.id"),
                             self._stage, exc)
+        self._encoded = {}  # few entries: the exporters encode them themselves
         return out
 
     def retry_quarantined(self) -> Due:
@@ -227,7 +234,9 @@ class Pipeline:
             self._stage = "mask"
             self.masker.mask_entry(entry)
         self._stage = "encode"
-        orjson.dumps(entry)  # what every exporter does first: an entry it cannot encode stops here
+        # what every exporter does first: an entry it cannot encode stops here; the JSON lines exporter
+        # writes these very bytes (entries are not changed once finished)
+        self._encoded[id(entry)] = orjson.dumps(entry)
         self.stats.entries += 1
         name = entry["event.name"]
         self.stats.by_event[name] = self.stats.by_event.get(name, 0) + 1
