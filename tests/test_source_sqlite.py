@@ -184,6 +184,28 @@ def test_a_row_comes_with_its_related_rows(tmp_path: Path) -> None:
     writer.close()
 
 
+def test_related_rows_are_read_only_for_the_rows_when_names(tmp_path: Path) -> None:
+    """``when``: the related rows come only with rows whose own JSON column has the values (a user message),
+    or is not a JSON object (its parser refuses it whole); the others get NULL, and no query is wasted."""
+    db = tmp_path / "a.db"
+    writer = sqlite3.connect(db, isolation_level=None)
+    writer.execute("CREATE TABLE message (id TEXT PRIMARY KEY, updated INTEGER, data TEXT)")
+    writer.execute("CREATE TABLE part (id TEXT PRIMARY KEY, message_id TEXT, data TEXT)")
+    messages = [("m1", 1, '{"role": "user"}'), ("m2", 2, '{"role": "assistant"}'), ("m3", 3, '{"role": "user", torn'),
+                ("m4", 4, '{"other": 1}')]
+    writer.executemany("INSERT INTO message VALUES (?, ?, ?)", messages)
+    writer.executemany("INSERT INTO part VALUES (?, ?, ?)", [(f"p{m}", m, '{"type": "text", "text": "t"}')
+                                                             for m in ("m1", "m2", "m3", "m4")])
+    related = RelatedSpec("texts", "part", "message_id", "id", "data", "id", (("$.type", "text"),),
+                          "data", (("$.role", "user"),))
+    spec = [TableSpec("message", "updated", "id", ("id", "data"), (related,))]
+    got = {r.data["row"]["id"]: r.data["row"]["texts"] for r, _ in read(SqliteRows("s", "a", str(db), spec, {})) if r}
+    assert got["m2"] is None
+    for name in ("m1", "m3", "m4"):  # a user message, a torn one, one that does not say: read
+        assert [json.loads(p)["text"] for p in json.loads(got[name])] == ["t"]
+    writer.close()
+
+
 # -- kill -9 of a real collector process ---------------------------------------------------------------
 
 OPENCODE_SCHEMA = """

@@ -232,8 +232,8 @@ def _parse_row(record: RawRecord) -> list[AgentActivityEntry]:
             raise Refused(f"the {table} row's data is not a JSON object")  # quarantined and counted
         return []
     session = _str(row.get("session_id"))
-    if table == "message":
-        parts = [_json(p) for p in _list(_json(row.get("text_parts")))]
+    if table == "message":  # only a user message's text parts are read (an assistant's say nothing here)
+        parts = [_json(p) for p in _list(_json(row.get("text_parts")))] if data.get("role") == "user" else None
         return _message(emit, {**data, "id": row.get("id")}, session, parts)
     if table == "part" and data.get("type") == "tool":
         return _tool_part(emit, data, session)

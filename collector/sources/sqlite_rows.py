@@ -33,7 +33,8 @@ A table may name *related* rows of another table (``related``: the rows whose ``
 row's ``on`` column, optionally only those whose JSON ``column`` has given values at given paths): they come
 with the row as one more column, a JSON array of their ``column`` values in the other table's key order,
 read in the same query as the row (a message with its parts). A change to the related rows alone does not
-make the row read again: the row carries them as they were when the row was read.
+make the row read again: the row carries them as they were when the row was read. ``when`` reads them only
+for rows whose own JSON column has given values (a user message's text parts: an assistant's are not used).
 
 A table may keep only the rows whose JSON column has given values at given paths (``only``: the ``part``
 rows of type ``tool``, the only ones its parser makes entries of): the page query leaves the others out
@@ -83,7 +84,8 @@ _PLAIN = frozenset({str, int, type(None)})  # the values a row's record can take
 @dataclass(frozen=True, slots=True)
 class RelatedSpec:
     """Rows of ``table`` whose ``match`` equals this row's ``on``: their ``column`` as one JSON array ``name``
-    (in ``table``'s ``key`` order), only those whose JSON ``column`` has the value at each path of ``where``."""
+    (in ``table``'s ``key`` order), only those whose JSON ``column`` has the value at each path of ``where``;
+    with ``when``, only for the rows that have its values (NULL for the others)."""
 
     name: str
     table: str
@@ -92,6 +94,8 @@ class RelatedSpec:
     column: str
     key: str = "rowid"
     where: tuple[tuple[str, str | int | float | bool], ...] = ()
+    if_column: str = ""  # with ``if_where`` (``when``): read only for the rows whose JSON here has these
+    if_where: tuple[tuple[str, str | int | float | bool], ...] = ()  # values (or is no JSON object); else NULL
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,24 +116,38 @@ class TableSpec:
         for rel in self.related:
             inner = (f"SELECT {_quote(rel.column)} AS v FROM {_quote(rel.table)} "
                      f"WHERE {_quote(rel.match)} = {row}.{_quote(rel.on)}")
+            mine: list[Any] = []
             for path, value in rel.where:  # a related row that is not JSON matches nothing (json_extract
                 column = _quote(rel.column)  # would fail the whole query: one torn row, a table unread)
                 inner += f" AND (CASE WHEN json_valid({column}) THEN json_extract({column}, ?) END) = ?"
-                params += [path, value]
+                mine += [path, value]
             inner += f" ORDER BY {_quote(rel.key) if rel.key != 'rowid' else 'rowid'}"
-            cols.append(f"(SELECT json_group_array(v) FROM ({inner})) AS {_quote(rel.name)}")
+            subquery = f"(SELECT json_group_array(v) FROM ({inner}))"
+            if rel.if_where:  # not read for the rows that ``when`` leaves out (its placeholders come first)
+                skip, skip_params = _json_test(f"{row}.{_quote(rel.if_column)}", rel.if_where, negate=True)
+                subquery, mine = f"CASE WHEN {skip} THEN NULL ELSE {subquery} END", skip_params + mine
+            cols.append(f"{subquery} AS {_quote(rel.name)}")
+            params += mine
         return ", ".join(cols), params
 
     def row_filter(self) -> tuple[str, list[Any]]:
         """The ``AND ...`` that keeps only the rows ``where`` asks for, and its parameters. A row whose
-        column is not a JSON object is kept: its parser refuses it, so it is quarantined and counted, not
-        lost (CASE tries its branches in order: ``json_type`` would fail the query on one torn row)."""
+        column is not a JSON object is kept: its parser refuses it, so it is quarantined and counted."""
         if not self.where:
             return "", []
-        column = f"{_quote(ROW)}.{_quote(self.where_column)}"
-        tests = " AND ".join(f"json_extract({column}, ?) = ?" for _ in self.where)
-        return (f" AND (CASE WHEN NOT json_valid({column}) THEN 1 WHEN json_type({column}) <> 'object' THEN 1 "
-                f"ELSE {tests} END)", [x for pair in self.where for x in pair])
+        test, params = _json_test(f"{_quote(ROW)}.{_quote(self.where_column)}", self.where)
+        return f" AND {test}", params
+
+
+def _json_test(column: str, where: tuple[tuple[str, Any], ...], negate: bool = False) -> tuple[str, list[Any]]:
+    """SQL true when ``column`` has the value at each JSON path of ``where`` or is not a JSON object
+    (``negate``: when it is a JSON object without them). CASE tries its branches in order: ``json_type``
+    or ``json_extract`` of a torn row would fail the whole query."""
+    tests = " AND ".join(f"json_extract({column}, ?) = ?" for _ in where)
+    if negate:
+        tests = f"NOT ({tests})"
+    return (f"(CASE WHEN NOT json_valid({column}) THEN {int(not negate)} WHEN json_type({column}) <> 'object' "
+            f"THEN {int(not negate)} ELSE {tests} END)", [x for pair in where for x in pair])
 
 
 @dataclass(slots=True)
@@ -483,7 +501,7 @@ def _build(spec: dict[str, Any], defn: AgentDefinition, ctx: BuildContext) -> Sq
 
 def _related(spec: dict[str, Any]) -> RelatedSpec:
     return RelatedSpec(spec["as"], spec["table"], spec["match"], spec["on"], spec["column"],
-                       spec.get("key") or "rowid", _where(spec.get("where")))
+                       spec.get("key") or "rowid", _where(spec.get("where")), *_only(spec.get("when")))
 
 
 PLUGIN: Plugin[SourceBuilder] = Plugin("sqlite", _build, kind_schema("source_sqlite"))
