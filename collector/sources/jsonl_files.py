@@ -24,6 +24,8 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
+import orjson
+
 from collector.model.raw import RawRecord
 from collector.pipeline.boundary import strict_json_fits
 from collector.sources.base import Item, Position, Scope, SourceStats
@@ -75,6 +77,7 @@ class JsonlFiles:
         self.max_line = max_line
         self._agent_of = agent_of
         self._decode = decode
+        self._plain = decode is decode_json_line  # lines decoded inline (``_object``), the rest by _record
         self._rotated: list[tuple[str, dict[str, Any]]] = []
         self._lag: dict[str, int] = {}  # path -> bytes written but not yet read (a partial last line)
         self._lag_total = 0  # their sum, kept as they change
@@ -269,13 +272,27 @@ class JsonlFiles:
     def _lines(self, path: str, fd: int, ident: FileIdentity, cursor: LineCursor) -> Iterable[Item]:
         yield from self._drain_rotated(path)
         observed = time.time_ns()
+        stream = self.stream_prefix + path
+        meta = {"path": path}  # one for the file's records: records are not changed once made
+        fits = strict_json_fits
         last: Position | None = None
         while True:
             before = cursor.offset
             for line, start in iter_lines(fd, cursor, self.max_line, READ_BUDGET):
-                last = self._position(path, ident, cursor, tail=line)
-                self.stats.bytes += 0 if line is None else len(line) + 1
-                yield self._record(path, ident, line, start, observed), last
+                if line is None:
+                    last = self._position(path, ident, cursor)
+                    yield self._record(path, ident, line, start, observed), last
+                    continue
+                last = _LinePosition(stream, ident, cursor.offset, line, path in self.extra_paths)
+                self.stats.bytes += len(line) + 1
+                data = _object(line) if self._plain else None
+                if data is None:  # not a plain JSON object (or another decoder): the careful way
+                    yield self._record(path, ident, line, start, observed), last
+                    continue
+                self.stats.records += 1
+                agent = self._agent_of(path, data) if self._agent_of else self.agent
+                yield RawRecord(agent, self.kind, data, ident.fingerprint, str(start), observed, meta,
+                                strict_json=True, checked_data=data if fits(data) else None), last
             if cursor.offset == before:
                 break
         self._positions[path] = (last or self._position(path, ident, cursor)).value
@@ -305,17 +322,10 @@ class JsonlFiles:
 
     def _position(self, path: str, ident: FileIdentity, cursor: LineCursor, rotated_to: bool = False,
                   tail: bytes | None = None) -> Position:
-        value: dict[str, Any] = {
-            "dev": ident.dev,
-            "ino": ident.ino,
-            "fp": ident.fingerprint,
-            "offset": cursor.offset,
-            "skipping": cursor.skipping,
-        }
         if tail is not None and not cursor.skipping:  # what the file holds just before the offset
-            end = tail[1 - TAIL_BYTES:] + b"\n"  # the line is not copied whole for its last bytes
-            value["tail"], value["tail_len"] = tail_digest(end), len(end)
-        elif path in self._positions and self._positions[path].get("offset") == cursor.offset:
+            return _LinePosition(self.stream_prefix + path, ident, cursor.offset, tail, path in self.extra_paths)
+        value = _position_value(ident, cursor.offset, cursor.skipping)
+        if path in self._positions and self._positions[path].get("offset") == cursor.offset:
             value.update({k: v for k, v in self._positions[path].items() if k in ("tail", "tail_len")})
         if path in self.extra_paths:
             value["extra"] = True
@@ -362,6 +372,47 @@ class JsonlFiles:
         self.stats.errors += 1
         self.stats.last_error = message
         log.warning("%s", message)
+
+
+class _LinePosition(Position):
+    """The position after a complete line. Its value, with the digest of the line's last bytes, is made
+    the first time it is read: a source yields a position per line, and only the last one of each
+    stream in a batch is committed. The value is what ``_position_value`` and the tail make at once."""
+
+    __slots__ = ("_state",)
+    _state: tuple[FileIdentity, int, bytes, bool] | dict[str, Any]  # what it is made of, then the value
+
+    def __init__(self, stream: str, ident: FileIdentity, offset: int, line: bytes, extra: bool) -> None:
+        object.__setattr__(self, "stream", stream)
+        object.__setattr__(self, "_state", (ident, offset, line, extra))
+
+    @property
+    def value(self) -> dict[str, Any]:
+        state = self._state
+        if isinstance(state, dict):
+            return state
+        ident, offset, line, extra = state
+        made = _position_value(ident, offset, False)
+        end = line[1 - TAIL_BYTES:] + b"\n"  # the line is not copied whole for its last bytes
+        made["tail"], made["tail_len"] = tail_digest(end), len(end)
+        if extra:
+            made["extra"] = True
+        object.__setattr__(self, "_state", made)
+        return made
+
+
+def _position_value(ident: FileIdentity, offset: int, skipping: bool) -> dict[str, Any]:
+    return {"dev": ident.dev, "ino": ident.ino, "fp": ident.fingerprint, "offset": offset, "skipping": skipping}
+
+
+def _object(line: bytes) -> dict[str, Any] | None:
+    """The JSON object on a line as orjson reads it, or None for anything else (a BOM, a lone surrogate,
+    a malformed or blank line, another JSON value): ``decode_json_line`` and ``_record`` judge those."""
+    try:
+        data = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    return data if data.__class__ is dict else None
 
 
 def _stat_key(st: os.stat_result) -> tuple[int, int, int, int]:

@@ -23,9 +23,10 @@ def iter_lines(fd: int, cursor: LineCursor, max_line: int, budget: int) -> Itera
     """Yield ``(line_without_newline | None, start_offset)``; ``cursor`` moves past each line.
 
     Stops at end of data or after ``budget`` bytes; an incomplete last line is left for next time.
+    Each chunk is cut into lines at once (``bytes.split``): a search per line in Python cost more.
     """
     read_at = cursor.offset
-    pending = bytearray()
+    pending = bytearray()  # the start of a line that goes on in the next chunk
     consumed = 0
     while consumed < budget or pending:  # never stop in the middle of a line
         chunk = os.pread(fd, CHUNK, read_at)
@@ -33,28 +34,26 @@ def iter_lines(fd: int, cursor: LineCursor, max_line: int, budget: int) -> Itera
             return
         read_at += len(chunk)
         consumed += len(chunk)
-        start = 0
-        while True:
-            newline = chunk.find(b"\n", start)
+        if cursor.skipping:  # the rest of an oversized line: discarded up to its newline
+            newline = chunk.find(b"\n")
             if newline < 0:
-                break
-            line_start = cursor.offset
-            if cursor.skipping:
-                cursor.skipping = False
-                cursor.offset = read_at - len(chunk) + newline + 1
-                pending.clear()
-                start = newline + 1
+                cursor.offset = read_at
                 continue
-            piece = chunk[start:newline]
-            line = bytes(pending + piece) if pending else piece
-            pending.clear()
+            cursor.skipping = False
             cursor.offset = read_at - len(chunk) + newline + 1
-            start = newline + 1
-            yield (line if len(line) <= max_line else None), line_start
-        rest = chunk[start:]
-        if cursor.skipping:
-            cursor.offset = read_at  # discard the rest of an oversized line as we go
-            continue
+            chunk = chunk[newline + 1:]
+        lines = chunk.split(b"\n")
+        rest = lines.pop()  # after the last newline: the start of a line not complete yet
+        if lines:
+            if pending:
+                lines[0] = bytes(pending + lines[0])
+                pending.clear()
+            offset = cursor.offset
+            for line in lines:
+                start = offset
+                offset += len(line) + 1
+                cursor.offset = offset
+                yield (line if len(line) <= max_line else None), start
         pending += rest
         if len(pending) > max_line:
             pending.clear()
