@@ -36,16 +36,19 @@ from collector.util.private import create_private, private_dir
 log = logging.getLogger(__name__)
 
 CHECKPOINTS_FILE = "checkpoints.sqlite"  # under the state directory
-_SCHEMA = """
+# A rowid table: a session's row (hundreds of bytes of state) is rewritten in place, where the WITHOUT
+# ROWID table of before moved whole rows around its b-tree. No index on ``updated``: every write moved
+# an entry of it, and only the hourly ``prune_sessions`` reads it (a pass over the table).
+_SESSIONS = """CREATE TABLE IF NOT EXISTS sessions (scope TEXT NOT NULL, key TEXT NOT NULL, value BLOB NOT NULL,
+    last INTEGER NOT NULL, due INTEGER, updated REAL NOT NULL, PRIMARY KEY (scope, key))"""
+_SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS positions (stream TEXT PRIMARY KEY, value BLOB NOT NULL, updated REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS seen (event_id TEXT PRIMARY KEY, at REAL NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE INDEX IF NOT EXISTS seen_at ON seen(at);
 CREATE TABLE IF NOT EXISTS seen_new (n INTEGER PRIMARY KEY, event_id TEXT NOT NULL, at REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS sessions (scope TEXT NOT NULL, key TEXT NOT NULL, value BLOB NOT NULL,
-    last INTEGER NOT NULL, due INTEGER, updated REAL NOT NULL, PRIMARY KEY (scope, key)) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS sessions_due ON sessions(scope, due) WHERE due IS NOT NULL;
-CREATE INDEX IF NOT EXISTS sessions_updated ON sessions(updated);
+{_SESSIONS};
+CREATE INDEX IF NOT EXISTS sessions_due_key ON sessions(scope, due, key) WHERE due IS NOT NULL;
 """
 
 
@@ -75,6 +78,7 @@ class Commit:
     sessions: list[SessionRow] = field(default_factory=list)  # per-session state written (or replaced)
 
 
+PAGE_SIZE = 8192  # fewer, fuller pages per commit than SQLite's 4096 (a batch's random session rows)
 CACHE_KIB = 8192  # SQLite's page cache (its default, 2 MiB, made a growing store re-read its pages)
 MERGE_AT = 32_768  # ids in ``seen_new`` (and in memory) before they move into ``seen`` in one sorted pass
 DUE_PAGE = 1000  # saved sessions read per query by the idle rule (it reads them all, a page at a time)
@@ -88,9 +92,11 @@ class CheckpointStore:
         self.clock = clock  # when an id was seen: its expiry (prune_seen) counts from here
         self._lock = threading.RLock()  # one connection, used by the delivery worker and the queues' threads
         self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        self._db.execute(f"PRAGMA page_size={PAGE_SIZE}")  # a new file only (an existing one keeps its own)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.execute(f"PRAGMA cache_size={-CACHE_KIB}")
+        _migrate_sessions(self._db)
         self._db.executescript(_SCHEMA)
         self._new = {row[0] for row in self._db.execute("SELECT event_id FROM seen_new")}
         self._saved: set[int] | None = None  # hash((scope, key)) of every saved session, loaded when first asked
@@ -241,6 +247,27 @@ class CheckpointStore:
     def put(self, values: Mapping[str, Any]) -> None:
         """Component state outside a batch's commit (the trace exporters' open turns, from their queue)."""
         self.commit(Commit(kv=dict(values)))
+
+
+def _migrate_sessions(db: sqlite3.Connection) -> None:
+    """Session state saved in the WITHOUT ROWID table of before (with its two indexes) moves into the
+    rowid table, in one transaction."""
+    row = db.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'sessions'").fetchone()
+    if row is None or "WITHOUT ROWID" not in row[0].upper():
+        return
+    columns = "scope, key, value, last, due, updated"
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        db.execute("DROP INDEX IF EXISTS sessions_due")
+        db.execute("DROP INDEX IF EXISTS sessions_updated")
+        db.execute("ALTER TABLE sessions RENAME TO sessions_old")
+        db.execute(_SESSIONS)
+        db.execute(f"INSERT INTO sessions({columns}) SELECT {columns} FROM sessions_old ORDER BY last")
+        db.execute("DROP TABLE sessions_old")
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
 
 
 def _merge_new(db: sqlite3.Connection) -> None:
