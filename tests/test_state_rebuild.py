@@ -28,8 +28,9 @@ def corrupt(db: Path, how: str) -> None:
         db.write_bytes(b"this is not a database " * 500)
     else:  # a torn page in the middle of a real database
         data = bytearray(db.read_bytes())
-        assert len(data) >= 3 * 4096, "the database must have pages past the header"
-        data[4096:8192] = b"\xff" * 4096
+        page = int.from_bytes(data[16:18], "big")  # the page size, from the file's header
+        assert len(data) >= 3 * page, "the database must have pages past the header"
+        data[page : 2 * page] = b"\xff" * page
         db.write_bytes(bytes(data))
 
 

@@ -92,14 +92,22 @@ class CheckpointStore:
         self.clock = clock  # when an id was seen: its expiry (prune_seen) counts from here
         self._lock = threading.RLock()  # one connection, used by the delivery worker and the queues' threads
         self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-        self._db.execute(f"PRAGMA page_size={PAGE_SIZE}")  # a new file only (an existing one keeps its own)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.execute(f"PRAGMA cache_size={-CACHE_KIB}")
-        _migrate_sessions(self._db)
-        self._db.executescript(_SCHEMA)
-        self._new = {row[0] for row in self._db.execute("SELECT event_id FROM seen_new")}
+        try:
+            self._open()
+        except BaseException:
+            self._db.close()  # a corrupt file (collector.state.rebuild moves it aside): no descriptor left on it
+            raise
         self._saved: set[int] | None = None  # hash((scope, key)) of every saved session, loaded when first asked
+
+    def _open(self) -> None:
+        db = self._db
+        db.execute(f"PRAGMA page_size={PAGE_SIZE}")  # a new file only (an existing one keeps its own)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        db.execute(f"PRAGMA cache_size={-CACHE_KIB}")
+        _migrate_sessions(db)
+        db.executescript(_SCHEMA)
+        self._new = {row[0] for row in db.execute("SELECT event_id FROM seen_new")}
 
     def close(self) -> None:
         with self._lock:
