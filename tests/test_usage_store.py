@@ -143,7 +143,8 @@ def test_a_schema_1_store_moves_into_the_rowid_table(tmp_path: Path) -> None:
     assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
     indexes = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'events'")}
     assert "events_time" in indexes and not indexes & {"events_day", "events_session", "events_model"}
-    assert [tuple(event_row(e)) for e in sorted(entries, key=lambda e: e["event.id"])] == rows
+    as_stored = [tuple(None if v == "" else v for v in event_row(e)[1:]) for e in entries]  # '' is bound as NULL
+    assert sorted(as_stored) == rows
 
 
 def test_sessions_folded_per_batch_equal_one_upsert_per_entry(tmp_path: Path) -> None:
@@ -273,3 +274,32 @@ def test_the_key_of_any_id(tmp_path: Path) -> None:
     store = UsageStore(tmp_path / "u.sqlite")
     assert store.add([_call(i, 1, time.time_ns()) for i in ("e1", "new", "", "-1", " 12_3", "é" * 40)]) == 6
     store.close()
+
+
+def test_absent_labels_and_numbers_are_stored_as_null_and_present_ones_with_their_type(tmp_path: Path) -> None:
+    """Rows are bound with '' for NULL (turned back by the statement): an absent or empty label, cost,
+    latency or HTTP status is NULL, a present one keeps its value and type; sessions likewise."""
+    from collector.usage.store import _COLUMNS
+
+    bare = {"event.id": "a", "event.name": "tool.result", "time_unix_nano": 10**18, "gen_ai.agent.type": "qwen-code",
+            "gen_ai.session.id": "s", "gen_ai.turn.id": "", "workspace.path": ""}
+    full = {**bare, "event.id": "b", "gen_ai.turn.id": "t", "gen_ai.agent.scope": "sub", "gen_ai.provider.name": "p",
+            "gen_ai.request.model": "m", "gen_ai.usage.input_tokens": 5.0, "gen_ai.usage.cost_usd": 2,
+            "duration_ms": 1.5, "gen_ai.tool.name": "sh", "tool.result.status": "error", "error.type": "E",
+            "http.response.status_code": 500, "error.message": "x", "workspace.path": "/w",
+            "event.name": "session.status", "session.status": "idle"}
+    store = UsageStore(tmp_path / "u.sqlite")
+    store.add([bare])
+    store.add([full])
+    store.close()
+    db = sqlite3.connect(tmp_path / "u.sqlite")
+    types = ",".join(f"typeof({c})" for c in _COLUMNS)
+    rows = dict((r[0], r[1:]) for r in db.execute(f"SELECT event_id, {types} FROM events"))
+    assert rows["a"] == ("text", "text", "integer", "text", "text", "text", *["null"] * 4, *["integer"] * 5,
+                         *["null"] * 7)
+    assert rows["b"] == ("text", "text", "integer", "text", "text", *["text"] * 5, *["integer"] * 5, "real", "real",
+                         *["text"] * 3, "integer", "text")
+    values = db.execute("SELECT input, agent_cost_usd, http_status, model FROM events WHERE event_id = 'b'").fetchone()
+    assert values == (5, 2.0, 500, "m")
+    session = db.execute("SELECT project, model, status, status_ns FROM sessions").fetchone()
+    assert session == ("/w", "m", "idle", 10**18)

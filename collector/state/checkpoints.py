@@ -167,10 +167,11 @@ class CheckpointStore:
                 [(k, orjson.dumps(v)) for k, v in change.kv.items()],
             )
             db.executemany(
-                "INSERT INTO sessions(scope, key, value, last, due, updated) VALUES(?,?,?,?,?,?) "
+                "INSERT INTO sessions(scope, key, value, last, due, updated) VALUES(?,?,?,?,NULLIF(?, ''),?) "
                 "ON CONFLICT(scope, key) DO UPDATE SET value=excluded.value, last=excluded.last, "
-                "due=excluded.due, updated=excluded.updated",
-                [(r.scope, r.key, orjson.dumps(r.value), r.last, r.due, now) for r in change.sessions],
+                "due=excluded.due, updated=excluded.updated",  # '' for NULL: binding None costs an adapter lookup
+                [(r.scope, r.key, orjson.dumps(r.value), r.last, "" if r.due is None else r.due, now)
+                 for r in change.sessions],
             )
             db.execute("COMMIT")
         except BaseException:

@@ -34,6 +34,7 @@ from collector.util.private import create_private, private_dir
 
 SCHEMA_VERSION = 3  # 2: ``events`` is a rowid table (appended in arrival order); 3: unique by an integer key
 FILE_NAME = "usage.sqlite"
+PAGE_SIZE = 8192  # fewer, fuller pages per commit than SQLite's 4096
 CACHE_KIB = 8192  # SQLite's page cache (its default, 2 MiB, made a growing store re-read its pages)
 
 _EVENTS = """
@@ -88,12 +89,17 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 _COLUMNS = ("event_id", "name", "time_ns", "day", "agent", "session", "turn", "scope", "provider", "model",
             "input", "output", "cache_read", "cache_write", "reasoning", "agent_cost_usd", "duration_ms",
             "tool", "tool_status", "error_type", "http_status", "detail")
-_INSERT = f"INSERT OR IGNORE INTO events(k,{','.join(_COLUMNS)}) VALUES({','.join('?' * (len(_COLUMNS) + 1))})"
+# NULL is bound as '' and turned back by NULLIF (no label is '', no number is text): Python's sqlite3 binds a
+# None through an adapter lookup that raises and clears two AttributeErrors, 180 ns each, where a str is
+# bound at once; a row has a dozen.
+_NOT_NULL = {"event_id", "name", "time_ns", "day", "agent", "input", "output", "cache_read", "cache_write", "reasoning"}
+_INSERT = (f"INSERT OR IGNORE INTO events(k,{','.join(_COLUMNS)}) VALUES(?,"
+           + ",".join("?" if c in _NOT_NULL else "NULLIF(?, '')" for c in _COLUMNS) + ")")
 _KEY_BIAS = 1 << 63
 _KEY_MASK = (1 << 64) - 1
 _SESSION_UPSERT = """
 INSERT INTO sessions(agent, session, project, model, first_ns, last_ns, status, status_ns)
-VALUES(?,?,?,?,?,?,?,?)
+VALUES(?, ?, NULLIF(?, ''), NULLIF(?, ''), ?, ?, NULLIF(?, ''), NULLIF(?, ''))
 ON CONFLICT(agent, session) DO UPDATE SET
   project = COALESCE(sessions.project, excluded.project),
   model = COALESCE(sessions.model, excluded.model),
@@ -152,19 +158,26 @@ _INTS = ("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens", "gen_ai.usag
 
 
 def event_row(entry: dict[str, Any]) -> tuple[Any, ...]:
-    """The store's row for one entry: numbers and labels only, never content text (``detail`` holds an
-    error message only when content capture kept ``error.message`` in the entry). Labels are non-empty
-    strings or None, token counts ints (0 when absent or not a number), cost and latency floats or None."""
+    """The store's row for one entry as it is bound (its key first, ``''`` for NULL): numbers and labels only, never
+    content text (``detail`` holds an error message only when content capture kept ``error.message`` in the
+    entry). Labels are non-empty strings, token counts ints (0 when absent or not a number), cost and
+    latency floats, the HTTP status an int."""
     get = entry.get
     time_ns = int(entry["time_unix_nano"])
     session, turn, scope, provider, response_model, request_model, tool, tool_status, error_type, detail = [
-        v if isinstance(v, str) and v else None for v in map(get, _TEXTS)]
+        v if isinstance(v, str) and v else "" for v in map(get, _TEXTS)]
     tokens = [0 if v is None else v if type(v) is int else _as_int(v) for v in map(get, _INTS)]
     cost, duration, http_status = get("gen_ai.usage.cost_usd"), get("duration_ms"), get("http.response.status_code")
-    return (entry["event.id"], entry["event.name"], time_ns, utc_day(time_ns), entry["gen_ai.agent.type"],
-            session, turn, scope, provider, response_model or request_model, *tokens,
-            None if cost is None else _as_num(cost), None if duration is None else _as_num(duration),
-            tool, tool_status, error_type, http_status if isinstance(http_status, int) else None, detail)
+    event_id = entry["event.id"]
+    return (event_key(event_id), event_id, entry["event.name"], time_ns, utc_day(time_ns), entry["gen_ai.agent.type"],
+            session, turn, scope, provider, response_model or request_model, *tokens, _bound_num(cost),
+            _bound_num(duration), tool, tool_status, error_type, http_status if isinstance(http_status, int) else "",
+            detail)
+
+
+def _bound_num(value: Any) -> float | str:
+    number = None if value is None else _as_num(value)
+    return "" if number is None else number
 
 
 def event_key(event_id: Any) -> int:
@@ -180,14 +193,15 @@ def event_key(event_id: Any) -> int:
 
 
 def session_row(entry: dict[str, Any]) -> tuple[Any, ...] | None:
+    """The session's row of one entry as it is bound (``''`` for NULL), or None without a session."""
     session = _text(entry, "gen_ai.session.id")
     if session is None:
         return None
     time_ns = int(entry["time_unix_nano"])
     status = _text(entry, "session.status") if entry["event.name"] == "session.status" else None
     model = _text(entry, "agent.model") or _text(entry, "gen_ai.response.model") or _text(entry, "gen_ai.request.model")
-    return (entry["gen_ai.agent.type"], session, _text(entry, "workspace.path"), model, time_ns, time_ns,
-            status, time_ns if status else None)
+    return (entry["gen_ai.agent.type"], session, _text(entry, "workspace.path") or "", model or "", time_ns, time_ns,
+            status or "", time_ns if status else "")
 
 
 def fold_sessions(rows: Iterable[tuple[Any, ...] | None]) -> list[tuple[Any, ...]]:
@@ -203,10 +217,9 @@ def fold_sessions(rows: Iterable[tuple[Any, ...] | None]) -> list[tuple[Any, ...
         if old is None:
             folded[key] = row
             continue
-        newer = row[6] is not None and row[7] >= (old[7] or 0)
-        folded[key] = (key[0], key[1], old[2] if old[2] is not None else row[2], old[3] if old[3] is not None
-                       else row[3], min(old[4], row[4]), max(old[5], row[5]), row[6] if newer else old[6],
-                       row[7] if newer else old[7])
+        newer = row[6] != "" and row[7] >= (old[7] or 0)
+        folded[key] = (key[0], key[1], old[2] or row[2], old[3] or row[3], min(old[4], row[4]), max(old[5], row[5]),
+                       row[6] if newer else old[6], row[7] if newer else old[7])
     return list(folded.values())
 
 
@@ -259,6 +272,7 @@ def connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
     create_private(path)  # 0600 before SQLite opens it; its -wal and -shm take the same mode
     db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
     try:
+        db.execute(f"PRAGMA page_size={PAGE_SIZE}")  # a new file only (an existing one keeps its own)
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=FULL")
         db.execute(f"PRAGMA cache_size={-CACHE_KIB}")
@@ -299,7 +313,7 @@ class UsageStore:
 
     def add(self, entries: Sequence[dict[str, Any]]) -> int:
         """Insert the entries not stored yet, in one committed transaction; returns how many were new."""
-        rows = [(event_key(row[0]), *row) for row in map(event_row, entries)]
+        rows = list(map(event_row, entries))
         if self._collided:  # stored without a key: only their ids tell
             rows = [row for row in rows if row[1] not in self._collided]
         sessions = fold_sessions(session_row(e) for e in entries)
