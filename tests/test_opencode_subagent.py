@@ -70,3 +70,34 @@ def test_a_child_session_folds_into_its_parent_across_a_restart() -> None:
                     PARENT, "T", CHILD, "subagent", TASK_CALL)
     assert prompt["event.name"] == "subagent.start", "the task prompt is the sub-agent's start, not a user turn"
     assert status["gen_ai.session.id"] == CHILD, "the child's own session events stay in its session"
+
+
+def test_the_child_session_row_comes_with_its_task_call(tmp_path: Path, monkeypatch: Any) -> None:
+    """The definition reads the child's session row with the parent's tool parts that name it (``related``
+    ``task_parts``), so its session.start names the task call with no query of its own; a row without that
+    column (a definition of one's own) still gets it from the database."""
+    import asyncio
+    from dataclasses import replace
+
+    from collector.agents import opencode, opencode_links
+    from collector.definitions import load_definitions
+    from collector.sources.sqlite_rows import SqliteRows, table_specs
+
+    shutil.copytree(CASE, tmp_path / "db")
+    db = str(tmp_path / "db" / "opencode.db")
+    (spec,) = [s for s in load_definitions(None).agents["opencode"].raw["sources"] if s["kind"] == "sqlite"]
+    source = SqliteRows("t", "opencode", db, table_specs(spec["tables"])[:1], {})
+
+    async def read() -> list[Any]:
+        return [record async for record, _ in source.read() if record is not None]
+
+    child = next(r for r in asyncio.run(read()) if r.data["row"]["id"] == CHILD)
+    asked: list[tuple[str, str]] = []
+    monkeypatch.setattr(opencode, "task_call", lambda path, parent, session: asked.append((parent, session)))
+    (start,) = opencode.parse(child)
+    assert start.attributes["gen_ai.subagent.parent_tool_call.id"] == TASK_CALL and asked == []
+    row = {k: v for k, v in child.data["row"].items() if k != "task_parts"}
+    monkeypatch.setattr(opencode, "task_call", opencode_links.task_call)
+    (start,) = opencode.parse(replace(child, data={"table": "session", "row": row}, checked_data=None))
+    assert start.attributes["gen_ai.subagent.parent_tool_call.id"] == TASK_CALL
+    assert opencode_links.call_in("[]", CHILD) is None and opencode_links.call_in("not json", CHILD) is None

@@ -184,6 +184,29 @@ def test_a_row_comes_with_its_related_rows(tmp_path: Path) -> None:
     writer.close()
 
 
+def test_related_rows_can_be_matched_on_a_json_path_equal_to_a_column_of_the_row(tmp_path: Path) -> None:
+    """``where_row``: only the related rows whose JSON path holds this row's value of a column (the parent's
+    task part that names this child session); a torn related row matches nothing and costs nothing else."""
+    db = tmp_path / "a.db"
+    writer = sqlite3.connect(db, isolation_level=None)
+    writer.execute("CREATE TABLE session (id TEXT PRIMARY KEY, parent_id TEXT, updated INTEGER)")
+    writer.execute("CREATE TABLE part (id TEXT PRIMARY KEY, session_id TEXT, data TEXT)")
+    writer.executemany("INSERT INTO session VALUES (?, ?, ?)", [("p", None, 1), ("c1", "p", 2), ("c2", "p", 3)])
+    parts = [("x1", "p", '{"type": "tool", "child": "c1", "call": "a"}'),
+             ("x2", "p", '{"type": "tool", "child": "c2"'),  # torn
+             ("x3", "p", '{"type": "text", "child": "c2"}'),
+             ("x4", "p", '{"type": "tool", "child": "c2", "call": "b"}'),
+             ("x5", "q", '{"type": "tool", "child": "c1", "call": "other parent"}')]
+    writer.executemany("INSERT INTO part VALUES (?, ?, ?)", parts)
+    related = RelatedSpec("calls", "part", "session_id", "parent_id", "data", "id", (("$.type", "tool"),),
+                          (("$.child", "id"),))
+    spec = [TableSpec("session", "updated", "id", (), (related,))]
+    got = {r.data["row"]["id"]: [json.loads(p)["call"] for p in json.loads(r.data["row"]["calls"])]
+           for r, _ in read(SqliteRows("s", "a", str(db), spec, {})) if r}
+    assert got == {"p": [], "c1": ["a"], "c2": ["b"]}
+    writer.close()
+
+
 def test_related_rows_are_read_only_for_the_rows_when_names(tmp_path: Path) -> None:
     """``when``: the related rows come only with rows whose own JSON column has the values (a user message),
     or is not a JSON object (its parser refuses it whole); the others get NULL, and no query is wasted."""
@@ -196,7 +219,7 @@ def test_related_rows_are_read_only_for_the_rows_when_names(tmp_path: Path) -> N
     writer.executemany("INSERT INTO message VALUES (?, ?, ?)", messages)
     writer.executemany("INSERT INTO part VALUES (?, ?, ?)", [(f"p{m}", m, '{"type": "text", "text": "t"}')
                                                              for m in ("m1", "m2", "m3", "m4")])
-    related = RelatedSpec("texts", "part", "message_id", "id", "data", "id", (("$.type", "text"),),
+    related = RelatedSpec("texts", "part", "message_id", "id", "data", "id", (("$.type", "text"),), (),
                           "data", (("$.role", "user"),))
     spec = [TableSpec("message", "updated", "id", ("id", "data"), (related,))]
     got = {r.data["row"]["id"]: r.data["row"]["texts"] for r, _ in read(SqliteRows("s", "a", str(db), spec, {})) if r}
@@ -209,7 +232,7 @@ def test_related_rows_are_read_only_for_the_rows_when_names(tmp_path: Path) -> N
 # -- kill -9 of a real collector process ---------------------------------------------------------------
 
 OPENCODE_SCHEMA = """
-CREATE TABLE session (id TEXT PRIMARY KEY, directory TEXT, version TEXT, time_created INTEGER,
+CREATE TABLE session (id TEXT PRIMARY KEY, parent_id TEXT, directory TEXT, version TEXT, time_created INTEGER,
                       time_updated INTEGER);
 CREATE TABLE message (id TEXT PRIMARY KEY, session_id TEXT, time_created INTEGER, time_updated INTEGER,
                       data TEXT);
@@ -262,7 +285,7 @@ def test_kill_9_while_the_database_grows(tmp_path: Path) -> None:
     writer = sqlite3.connect(db, isolation_level=None)
     writer.execute("PRAGMA journal_mode=WAL")
     writer.executescript(OPENCODE_SCHEMA)
-    writer.execute("INSERT INTO session VALUES ('ses_1', '/w', '1.18.33', 1000, 1000)")
+    writer.execute("INSERT INTO session VALUES ('ses_1', NULL, '/w', '1.18.33', 1000, 1000)")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_COLLECTOR_", "XDG_"))}
     env.update(
         AGENT_COLLECTOR_HOME=str(home),

@@ -28,7 +28,7 @@ from OpenCode's own id: a re-read row makes the same entries, which the pipeline
 - session.start: the ``session`` row and the plugin's ``session.created`` event.
 - Sub-agents: the ``task`` tool runs one as a child session (``parentID`` names the parent). Its
   ``session.start`` carries ``gen_ai.session.parent.id`` and, from a row, the task call that started it
-  (``gen_ai.subagent.parent_tool_call.id``, looked up in the database: ``opencode_links``); the pipeline
+  (``gen_ai.subagent.parent_tool_call.id``, read with the row or looked up: ``opencode_links``); the pipeline
   (``Correlator``) then reports the child's work in the parent session as that sub-agent's. The task call's
   part (``state.metadata.sessionId``) and ``tool.execute.after`` name the child: the task tool.result gets
   ``gen_ai.subagent.id`` and a ``subagent.end`` comes with it.
@@ -54,7 +54,7 @@ from collector.agents.common import (
     text_message,
     usage_attributes,
 )
-from collector.agents.opencode_links import task_call
+from collector.agents.opencode_links import call_in, task_call
 from collector.model import AgentActivityEntry, RawRecord
 from collector.pipeline.boundary import Refused
 
@@ -198,7 +198,8 @@ def _result_attrs(call_id: str, tool: Any, metadata: Any, output: Any, error: An
 def _session_row(emit: Emit, info: dict[str, Any], session: str | None,
                  db_path: str | None = None) -> list[AgentActivityEntry]:
     """A session's start; a child session (a sub-agent's) names its parent, and the task call that started
-    it when the database (``db_path``) already says."""
+    it when the database already says: in the row's ``task_parts`` (read with it), else asked of the
+    database (``db_path``)."""
     times = _obj(info.get("time"))
     created = as_int(info.get("time_created")) or as_int(times.get("created"))
     attrs = {"session.source": "startup", "workspace.path": info.get("directory"),
@@ -207,7 +208,9 @@ def _session_row(emit: Emit, info: dict[str, Any], session: str | None,
     if isinstance(parent, str) and parent:
         attrs.update({"gen_ai.agent.scope": "subagent", "gen_ai.agent.id": session,
                       "gen_ai.session.parent.id": parent})
-        if db_path and session:
+        if "task_parts" in info and session:
+            attrs["gen_ai.subagent.parent_tool_call.id"] = call_in(info["task_parts"], session)
+        elif db_path and session:
             attrs["gen_ai.subagent.parent_tool_call.id"] = task_call(db_path, parent, session)
     return [emit("session.start", created, session, "created", attrs)]
 

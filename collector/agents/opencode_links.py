@@ -3,9 +3,11 @@
 OpenCode's ``task`` tool runs a sub-agent as a child session (``session.parent_id`` = the parent) and
 records the child's id in the task call's part (``state.metadata.sessionId``, written while it runs).
 The child's own rows do not name the call, and a backfill reads the ``session`` and ``message`` tables
-before the ``part`` table, so the parser asks the database when it meets the child's ``session`` row.
-Read-only (``mode=ro``), a short busy timeout; answers are cached per state of the database file (its
-and its ``-wal``'s size and mtime), so a miss is asked again once OpenCode wrote more.
+before the ``part`` table. So the definition reads the child's ``session`` row with the parent's tool parts
+that name it (``related`` ``task_parts``, in the same query: ``call_in``); for a row without that column (a
+definition of one's own without it) the parser asks the database itself (``task_call``). Read-only
+(``mode=ro``), a short busy timeout; answers are cached per state of the database file (its and its
+``-wal``'s size and mtime), so a miss is asked again once OpenCode wrote more.
 """
 
 from __future__ import annotations
@@ -18,6 +20,18 @@ from typing import Any
 import orjson
 
 BUSY_TIMEOUT_S = 0.2
+
+
+def call_in(parts: Any, child: str) -> str | None:
+    """The call id of the ``task`` call that runs ``child`` among ``parts`` (a JSON array of part rows'
+    ``data``, as the definition's ``related`` ``task_parts`` reads them with the child's session row)."""
+    try:
+        rows = orjson.loads(parts) if isinstance(parts, (str, bytes)) else None
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(rows, list):
+        return None
+    return next((call for call in (_call_of(raw, child) for raw in rows) if call is not None), None)
 
 
 def task_call(db_path: str, parent: str, child: str) -> str | None:

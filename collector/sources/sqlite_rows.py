@@ -84,8 +84,9 @@ _PLAIN = frozenset({str, int, type(None)})  # the values a row's record can take
 @dataclass(frozen=True, slots=True)
 class RelatedSpec:
     """Rows of ``table`` whose ``match`` equals this row's ``on``: their ``column`` as one JSON array ``name``
-    (in ``table``'s ``key`` order), only those whose JSON ``column`` has the value at each path of ``where``;
-    with ``when``, only for the rows that have its values (NULL for the others)."""
+    (in ``table``'s ``key`` order), only those whose JSON ``column`` has the value at each path of ``where``
+    and this row's value of the column each path of ``where_row`` names; with ``when``, only for the rows
+    that have its values (NULL for the others)."""
 
     name: str
     table: str
@@ -94,6 +95,7 @@ class RelatedSpec:
     column: str
     key: str = "rowid"
     where: tuple[tuple[str, str | int | float | bool], ...] = ()
+    where_row: tuple[tuple[str, str], ...] = ()  # (JSON path, this row's column): equal values only
     if_column: str = ""  # with ``if_where`` (``when``): read only for the rows whose JSON here has these
     if_where: tuple[tuple[str, str | int | float | bool], ...] = ()  # values (or is no JSON object); else NULL
 
@@ -117,10 +119,14 @@ class TableSpec:
             inner = (f"SELECT {_quote(rel.column)} AS v FROM {_quote(rel.table)} "
                      f"WHERE {_quote(rel.match)} = {row}.{_quote(rel.on)}")
             mine: list[Any] = []
-            for path, value in rel.where:  # a related row that is not JSON matches nothing (json_extract
-                column = _quote(rel.column)  # would fail the whole query: one torn row, a table unread)
-                inner += f" AND (CASE WHEN json_valid({column}) THEN json_extract({column}, ?) END) = ?"
+            column = _quote(rel.column)  # a related row that is not JSON matches nothing (json_extract
+            test = f" AND (CASE WHEN json_valid({column}) THEN json_extract({column}, ?) END) = "  # would fail
+            for path, value in rel.where:  # the whole query: one torn row, a table unread)
+                inner += test + "?"
                 mine += [path, value]
+            for path, own in rel.where_row:
+                inner += test + f"{row}.{_quote(own)}"
+                mine.append(path)
             inner += f" ORDER BY {_quote(rel.key) if rel.key != 'rowid' else 'rowid'}"
             subquery = f"(SELECT json_group_array(v) FROM ({inner}))"
             if rel.if_where:  # not read for the rows that ``when`` leaves out (its placeholders come first)
@@ -501,7 +507,9 @@ def _build(spec: dict[str, Any], defn: AgentDefinition, ctx: BuildContext) -> Sq
 
 def _related(spec: dict[str, Any]) -> RelatedSpec:
     return RelatedSpec(spec["as"], spec["table"], spec["match"], spec["on"], spec["column"],
-                       spec.get("key") or "rowid", _where(spec.get("where")), *_only(spec.get("when")))
+                       spec.get("key") or "rowid", _where(spec.get("where")),
+                       tuple(sorted((str(path), str(own)) for path, own in (spec.get("where_row") or {}).items())),
+                       *_only(spec.get("when")))
 
 
 PLUGIN: Plugin[SourceBuilder] = Plugin("sqlite", _build, kind_schema("source_sqlite"))
