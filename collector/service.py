@@ -85,6 +85,7 @@ TURNS_SCOPE = "turns"
 
 T = TypeVar("T")
 Progress = Callable[[str, int], None]  # (source name, records so far)
+IDLE_LOT = 500  # saved sessions the idle rule loads, closes and commits at a time
 HOUSEKEEP_EVERY_S = 60.0  # how often the daemon applies [retention] (spool, outputs, quarantine, logs)
 PRUNE_EVERY_S = 3600.0  # how often the daemon forgets dedupe ids older than collector.seen_retention_days
 RETRY_HELD_S = 1.0  # how often a batch an exporter refused is offered again
@@ -415,14 +416,20 @@ class Service:
         tracker = self.status
         if tracker is None or self._pipeline is None or self._store is None:
             return
-        with self.state_lock:
-            entries = self._pipeline.finish(tracker.expire(self._clock(), self._idle_timeout_ns))
-            entries += self._pipeline.finish(self._pipeline.correlator.close_interrupted(time.time_ns()))
-            self._count(entries, result)
-        if entries:
-            result.entries += len(entries)
-            self._deliver(entries, Commit(seen_ids=[e["event.id"] for e in entries], sessions=self._session_rows()),
-                          result)
+        lots = tracker.expire_lots(self._clock(), self._idle_timeout_ns, lot=IDLE_LOT)
+        while True:  # a lot of saved sessions at a time, each committed before the next is loaded
+            with self.state_lock:
+                expired = next(lots, None)
+                if expired is None:
+                    return
+                entries = self._pipeline.finish(expired)
+                entries += self._pipeline.finish(self._pipeline.correlator.close_interrupted(time.time_ns()))
+                self._count(entries, result)
+            if entries:
+                result.entries += len(entries)
+                commit = Commit(seen_ids=[e["event.id"] for e in entries], sessions=self._session_rows())
+                if not self._deliver(entries, commit, result):
+                    return
 
     def _session_rows(self) -> list[SessionRow]:
         """The per-session state changed since the last commit (correlator and status tracker)."""

@@ -112,14 +112,43 @@ def test_the_idle_rule_reads_every_due_session_page_by_page(tmp_path: Path) -> N
 
 
 def test_every_evicted_session_gets_its_idle_end_past_one_page(tmp_path: Path, monkeypatch: Any) -> None:
-    """With one session in memory and a page of one, the sessions waiting in the store are still all closed
-    by the idle rule at the end of ``collect --once``: the same entries as each agent alone."""
+    """With one session in memory, a page of one and a lot of one, the sessions waiting in the store are
+    still all closed by the idle rule at the end of ``collect --once``: the same entries as each agent
+    alone."""
+    from collector import service
     from collector.state import checkpoints
 
     alone: dict[str, list[tuple[Any, ...]]] = {}
     for agent in AGENTS:
         alone.update(_by_agent(_home(tmp_path / agent, (agent,), "")))
     monkeypatch.setattr(checkpoints, "DUE_PAGE", 1)
+    monkeypatch.setattr(service, "IDLE_LOT", 1)
     mixed = _by_agent(_home(tmp_path / "mixed", AGENTS, "[collector]\nsessions_in_memory = 1\n"))
     for agent in AGENTS:
         assert mixed[agent] == alone[agent], agent
+
+
+def test_the_idle_rule_closes_saved_sessions_a_lot_at_a_time() -> None:
+    """Each lot loads at most ``lot`` saved sessions (the first one also closes those in memory); the
+    caller commits a lot before it asks for the next, and no session comes twice."""
+    saved: dict[str, tuple[Any, int | None]] = {}
+
+    def due(now: int) -> list[tuple[str, Any]]:
+        return [(k, v) for k, (v, at) in sorted(saved.items()) if at is not None and at <= now]
+
+    def commit() -> None:
+        saved.update({k: (v, at) for k, v, _, at in tracker.changes()})
+
+    tracker = SessionStatusTracker(load=lambda k: saved.get(k, (None, None))[0], due=due,
+                                   idle_ns=lambda agent: 10, max_sessions=2)
+    for n in range(7):
+        tracker.observe({"gen_ai.agent.type": "a", "gen_ai.session.id": f"s{n}", "event.name": "tool.call",
+                         "time_unix_nano": 100 + n})
+    commit()
+    lots = []
+    for lot in tracker.expire_lots(now_ns=1000, lot=2):
+        lots.append(sorted(e["gen_ai.session.id"] for e in lot if e["event.name"] == "session.end"))
+        commit()
+    assert lots == [["s0", "s1", "s5", "s6"], ["s2", "s3"], ["s4"]], "memory (s5, s6) with the first lot"
+    assert due(2000) == [], "every one saved closed"
+    assert list(tracker.expire_lots(now_ns=2000, lot=2)) == [[]], "nothing comes back"

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -421,18 +421,32 @@ class SessionStatusTracker:
         end): no event for their agent's idle timeout. Emits ``session.end`` (reason ``idle_timeout``) and the change to
         ``closed``, timed at the last event plus the timeout, with ids from that moment, so a replay or a
         second daemon reaches the same entries. Sessions in memory and saved ones that are due both count."""
+        return [entry for lot in self.expire_lots(now_ns, idle_ns) for entry in lot]
+
+    def expire_lots(self, now_ns: int, idle_ns: Callable[[str], int | None] | None = None,
+                    lot: int | None = None) -> Iterator[list[dict[str, Any]]]:
+        """:meth:`expire`, a lot at a time: the sessions in memory and the first ``lot`` saved ones due,
+        then the next ``lot`` saved ones, and so on (None: all at once). The caller saves each lot (its
+        commit) before it asks for the next, so memory holds one lot however many sessions wait in the
+        store; the saved ones are read along one cursor, each once."""
         idle_ns = idle_ns or self._idle_ns
         if idle_ns is None:
-            return []
+            return
         self._idle_ns = idle_ns
         states = dict(self._sessions.items())
-        for key, _raw in self._due(now_ns) if self._due is not None else []:
-            if key not in states:
+        handled = set(states)
+        for keys in _lots(self._due(now_ns) if self._due is not None else (), handled, lot):
+            for key in keys:
                 state = self._sessions.get(key)  # loaded back (the memory may hold a newer one than the store)
                 if state is not None:
                     states[key] = state
+            yield self._close_idle(states.values(), idle_ns, now_ns)
+            states = {}
+
+    def _close_idle(self, states: Iterable[SessionState], idle_ns: Callable[[str], int | None],
+                    now_ns: int) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
-        for state in states.values():
+        for state in states:
             limit = idle_ns(state.agent)
             last = max(state.last_event_ns, state.last_signal_ns)
             if limit is None or not last or state.base == CLOSED or now_ns - last < limit:
@@ -651,3 +665,18 @@ def _load_state(raw: Mapping[str, Any]) -> SessionState:
     day, tokens_in, tokens_out, tools, errors = raw.get("counters") or ["", 0, 0, 0, 0]
     state.counters = Counters(str(day), int(tokens_in), int(tokens_out), int(tools), int(errors))
     return state
+
+
+def _lots(due: Iterable[tuple[str, Any]], handled: set[str], size: int | None) -> Iterator[list[str]]:
+    """The keys of ``due`` not in ``handled`` (which gains them), ``size`` at a time; one lot, maybe
+    empty, at the least (the sessions in memory go with it)."""
+    keys: list[str] = []
+    for key, _raw in due:
+        if key in handled:
+            continue
+        handled.add(key)
+        keys.append(key)
+        if size is not None and len(keys) >= size:
+            yield keys
+            keys = []
+    yield keys
