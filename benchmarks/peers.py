@@ -13,6 +13,7 @@ shared, so wall time would measure the neighbours. Ratios are to the floor measu
 
     .venv/bin/python benchmarks/peers.py [--install-peers] [--only claude --only mixed --only small]
     .venv/bin/python benchmarks/peers.py --scale        # linearity in MB and in sessions, peak RSS
+    .venv/bin/python benchmarks/peers.py --alone        # each agent of the mixed corpus alone: same ids?
 
 Peers are installed into .cache/peers with --install-peers (npm and pip with their caches and HOME inside
 .cache); a peer that is not installed (or cannot be, offline) is reported as such and skipped.
@@ -26,8 +27,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _corpora  # noqa: E402
@@ -80,15 +84,49 @@ def floor(corpus: _corpora.Corpus) -> Run:
                    {"PATH": os.environ.get("PATH", "")})
 
 
-def collector(home: Path, work: Path) -> tuple[Run, int]:
+def collector(home: Path, work: Path, config: str = "",
+              keep: Callable[[Path], None] | None = None) -> tuple[Run, int]:
+    """``collect --once`` over ``home``; ``config``: the text of its config.toml; ``keep`` sees the
+    output folder before it goes."""
     env = {**peer_env(home), "AGENT_COLLECTOR_DATA_DIR": str(work / "data"),
            "AGENT_COLLECTOR_CONFIG_DIR": str(work / "cfg")}
+    if config:
+        (work / "cfg").mkdir(parents=True, exist_ok=True)
+        (work / "cfg" / "config.toml").write_text(config)
     out = work / "out"
     result = run([sys.executable, "-m", "collector", "collect", "--once", "--home", str(home), "--output",
                   str(out)], {**env, "PYTHONPATH": str(ROOT)})
     entries = sum(p.read_bytes().count(b"\n") for p in out.glob("*.jsonl"))
+    if keep is not None:
+        keep(out)
     shutil.rmtree(work, ignore_errors=True)
     return result, entries
+
+
+def ids_by_agent(out: Path) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for path in out.glob("*.jsonl"):
+        for line in path.read_bytes().splitlines():
+            entry = orjson.loads(line)
+            found.setdefault(entry["gen_ai.agent.type"], []).append(entry["event.id"])
+    return {agent: sorted(ids) for agent, ids in found.items()}
+
+
+def alone(args: argparse.Namespace, tmp: Path) -> None:
+    """Issue item: an agent's output does not depend on what else is in the home. The mixed corpus once
+    whole, then once per agent with the others switched off; the event ids must be equal."""
+    home = tmp / "mixed" / "home"
+    corpus = _corpora.build_mixed(home, args.mixed_mb)
+    mixed: dict[str, list[str]] = {}
+    collector(home, tmp / "mixed" / "work", keep=lambda out: mixed.update(ids_by_agent(out)))
+    print(f"| agent ({corpus.sessions:,} sessions in all) | entries beside the others | entries alone | same ids |")
+    print("|---|---|---|---|")
+    for agent in sorted(mixed):
+        off = "".join(f"[agents.{other}]\nenabled = false\n" for other in mixed if other != agent)
+        found: dict[str, list[str]] = {}
+        collector(home, tmp / agent, off, keep=lambda out: found.update(ids_by_agent(out)))
+        print(f"| {agent} | {len(mixed[agent]):,} | {len(found.get(agent, [])):,} | "
+              f"{'yes' if found.get(agent) == mixed[agent] else '**no**'} |", flush=True)
 
 
 def agentsview(home: Path) -> Run | str:
@@ -197,6 +235,8 @@ def main() -> None:
     ap.add_argument("--mixed-mb", type=float, default=200)
     ap.add_argument("--small", type=int, default=20000, help="number of small transcripts")
     ap.add_argument("--scale", action="store_true", help="linearity in MB and sessions instead of peers")
+    ap.add_argument("--alone", action="store_true",
+                    help="each agent of the mixed corpus collected alone: the same event ids as beside the others?")
     ap.add_argument("--scale-mb", type=lambda s: [float(x) for x in s.split(",")], default=[50, 200, 800])
     ap.add_argument("--scale-sessions", type=lambda s: [int(x) for x in s.split(",")],
                     default=[100, 1000, 5000, 20000])
@@ -206,6 +246,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="peers-") as tmp:
         if args.scale:
             scale(args, Path(tmp))
+        elif args.alone:
+            alone(args, Path(tmp))
         else:
             compare(args.only or ["claude", "mixed", "small"], args, Path(tmp))
     print(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
