@@ -124,7 +124,7 @@ def alone(args: argparse.Namespace, tmp: Path) -> None:
     for agent in sorted(mixed):
         off = "".join(f"[agents.{other}]\nenabled = false\n" for other in mixed if other != agent)
         found: dict[str, list[str]] = {}
-        collector(home, tmp / agent, off, keep=lambda out: found.update(ids_by_agent(out)))
+        collector(home, tmp / agent, off, keep=lambda out, into=found: into.update(ids_by_agent(out)))
         print(f"| {agent} | {len(mixed[agent]):,} | {len(found.get(agent, [])):,} | "
               f"{'yes' if found.get(agent) == mixed[agent] else '**no**'} |", flush=True)
 
