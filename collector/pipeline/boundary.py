@@ -164,7 +164,9 @@ def check_entry(entry: dict[str, Any]) -> dict[str, Any]:
     Values that already have their type (``_fits``: most of them, as the parsers build them) are left as
     they are at once; the others take the full check (``_checked``)."""
     _check_time(entry)
-    doubtful = [key for key, value in entry.items() if key not in OURS and not _fits(key, value)]
+    doubtful = [key for key, value in entry.items()  # a string field's string: the commonest, judged here
+                if key not in OURS and (value.__class__ is not str or key not in STRING_FIELDS)
+                and not _fits(key, value)]
     invalid: list[str] = []
     for key in doubtful:
         value, problem = _checked(key, entry[key])

@@ -187,7 +187,8 @@ class CrashGuard:
         self._map[: len(data)] = data
         self._busy = True
 
-    def enter(self, record: RawRecord) -> None:
+    def enter(self, record: RawRecord) -> bytes:
+        """Name ``record`` (and return the name, for :meth:`enter_again`)."""
         # record_key and _write inlined (twice per record): the stream's bytes are kept while it is the same
         if record.source_id != self._stream:
             self._stream = record.source_id
@@ -196,6 +197,14 @@ class CrashGuard:
         if len(key) >= SIZE - 16:
             key = _bounded(key)
         data = b"%d\x1f%d\x1f" % (self._suspects.get(key, 0) if self._suspects else 0, len(key)) + key
+        self._map[: len(data)] = data
+        self._busy = True
+        if self._die_on:
+            self._maybe_die(record)
+        return data
+
+    def enter_again(self, data: bytes, record: RawRecord) -> None:
+        """Name ``record`` again, by what :meth:`enter` returned for it (a later stage of the same batch)."""
         self._map[: len(data)] = data
         self._busy = True
         if self._die_on:

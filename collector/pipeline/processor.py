@@ -110,41 +110,46 @@ class Pipeline:
                 self.guard.clear()
 
     def _process(self, records: Iterable[RawRecord]) -> Output:
-        parsed: list[tuple[RawRecord, list[dict[str, Any]]]] = []
+        parsed: list[tuple[RawRecord, list[dict[str, Any]], bytes]] = []
         paths: list[tuple[str, str]] = []
         guard = self.guard
+        careful = guard is not None and guard.has_condemned()
+        agents = self.agents
         stats = self.stats
+        named = b""
         for record in records:  # the boundary, then the parser (the record as the boundary let it in)
             stats.records += 1
-            settings = self.agents.get(record.agent)
+            settings = agents.get(record.agent)
             if settings is None:
                 stats.unknown_agent += 1
                 continue
             if guard is not None:
-                if guard.condemned(record):
+                if careful and guard.condemned(record):
                     self._condemn(record, settings)
                     continue
-                guard.enter(record)
-            self._stage = "boundary"
+                named = guard.enter(record)
             try:
                 checked = check_record(record)
-                self._stage = "parse"
-                entries = [e.to_dict() for e in settings.parser(checked)]
             except Exception as exc:  # noqa: BLE001 - a bad record must not stop its neighbours
+                self._stage = "boundary"
                 self._quarantined(record, exc)
                 continue
-            record = checked
-            if record.kind == "hook" and settings.path_fields:
-                paths.extend(_discovered(record, settings.path_fields))
-            parsed.append((record, entries))
-        fresh_ids = {e["event.id"] for e in self.deduper.fresh([e for _, es in parsed for e in es])}
+            try:
+                entries = [e.to_dict() for e in settings.parser(checked)]
+            except Exception as exc:  # noqa: BLE001
+                self._stage = "parse"
+                self._quarantined(record, exc)
+                continue
+            if checked.kind == "hook" and settings.path_fields:
+                paths.extend(_discovered(checked, settings.path_fields))
+            if entries or checked.kind == "hook":  # a hook record that made no entry may still move the status
+                parsed.append((checked, entries, named))
+        fresh_ids = {e["event.id"] for e in self.deduper.fresh([e for _, es, _ in parsed for e in es])}
         out: list[dict[str, Any]] = []
         origins: list[tuple[int, RawRecord]] = []
-        for record, entries in parsed:
-            if not entries and record.kind != "hook":
-                continue  # nothing to finish (a hook record that made no entry may still move the status)
+        for record, entries, named in parsed:
             if guard is not None:
-                guard.enter(record)
+                guard.enter_again(named, record)
             made = self._guarded(record, self._finish_record, record, entries, fresh_ids)
             if made is None:
                 self.deduper.forget(e["event.id"] for e in entries)

@@ -27,6 +27,7 @@ class SessionCache(Generic[S]):
         self._items: OrderedDict[str, S] = OrderedDict()
         self._dirty: set[str] = set()
         self._parked: dict[str, S] = {}  # evicted before they were saved
+        self._last: tuple[str, S] | None = None  # the session got or put last: the most recent, to be saved
 
     def __len__(self) -> int:
         return len(self._items)
@@ -36,6 +37,9 @@ class SessionCache(Generic[S]):
 
     def get(self, key: str) -> S | None:
         """The session (now the most recent, and to be saved), from memory or the store; None: unknown."""
+        last = self._last
+        if last is not None and last[0] == key:  # a backfill reads a session's entries one after another
+            return last[1]
         value = self._items.get(key)
         if value is not None:
             self._items.move_to_end(key)
@@ -47,6 +51,7 @@ class SessionCache(Generic[S]):
                 return None
             self._insert(key, value)
         self._dirty.add(key)
+        self._last = (key, value)
         return value
 
     def put(self, key: str, value: S) -> None:
@@ -55,6 +60,7 @@ class SessionCache(Generic[S]):
         self._items.pop(key, None)
         self._insert(key, value)
         self._dirty.add(key)
+        self._last = (key, value)
 
     def _insert(self, key: str, value: S) -> None:
         self._items[key] = value
@@ -75,4 +81,5 @@ class SessionCache(Generic[S]):
         out.extend((key, self._items[key]) for key in self._dirty if key in self._items)
         self._parked.clear()
         self._dirty.clear()
+        self._last = None  # to be saved again when next got
         return out
