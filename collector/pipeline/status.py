@@ -284,11 +284,13 @@ class SessionStatusTracker:
             self._count(self._state(agent, session_id), entry)
 
     def _observe_entry(self, entry: Mapping[str, Any]) -> list[dict[str, Any]]:
-        self._count_entry(entry)
         agent, session_id = entry.get("gen_ai.agent.type"), entry.get("gen_ai.session.id")
-        hook_event = entry.get("agent.hook_event_name")
         if (not isinstance(agent, str) or not isinstance(session_id, str) or not session_id
-                or not isinstance(hook_event, str) or entry.get("event.name") == "session.status"):
+                or entry.get("event.name") == "session.status"):
+            return []
+        self._count(self._state(agent, session_id), entry)  # _count_entry, with what it looked up here
+        hook_event = entry.get("agent.hook_event_name")
+        if not isinstance(hook_event, str):
             return []
         facts = self._with_digest({name: _first(entry, paths, walk=False) for name, paths in ENTRY_FIELDS.items()})
         time_ns = int(entry.get("time_unix_nano") or 0)
