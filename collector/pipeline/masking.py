@@ -53,6 +53,8 @@ STRUCTURAL_KEYS = NO_SCAN  # the name earlier versions used
 _CONTENT = frozenset(CONTENT_FIELDS)
 _CONTAINERS = (str, list, dict)
 _PLAN_SIZE = 4096
+_CLEAN_SIZE = 4096  # strings remembered as clean at once (then forgotten all together)
+_CLEAN_LENGTH = 256  # the longest one remembered
 _RE2_MEMORY = 256 << 20  # the set's DFA never runs out on long texts (a test checks)
 
 
@@ -146,6 +148,8 @@ class Masker:
         self.key = key
         self.prefilter = prefilter
         self._plan: dict[str, str] = {}  # field name -> mode, so each entry costs a lookup per field
+        self._shapes: dict[tuple[str, ...], list[str]] = {}  # an entry's keys -> those scanned
+        self._clean: set[str] = set()  # short field values known to hold no secret (``_remember_clean``)
 
     # -- text --------------------------------------------------------------------------------------
 
@@ -195,14 +199,16 @@ class Masker:
 
     def mask_entry(self, entry: dict[str, Any]) -> dict[str, Any]:
         plan = self._plan
+        clean = self._clean
         fields = []
-        for key, value in entry.items():
-            mode = plan.get(key)
-            if mode is None:
-                mode = self._plan_key(key)
-            if mode != "keep" and value.__class__ in _CONTAINERS:
+        for key in self._scanned_of(tuple(entry)):
+            value = entry[key]
+            if value.__class__ in _CONTAINERS and (value.__class__ is not str or value not in clean):
                 fields.append(key)
-        if not fields or (self.prefilter and not self._may_hold_secret(entry, fields)):
+        if not fields:
+            return entry
+        if self.prefilter and not self._may_hold_secret(entry, fields):
+            self._remember_clean(entry[k] for k in fields)
             return entry
         dropped = []
         for key in fields:
@@ -210,6 +216,7 @@ class Masker:
             found = _Found()
             masked = self._value(entry[key], mode, found)
             if not found.any:
+                self._remember_clean((masked,))
                 continue
             if mode == "drop":
                 del entry[key]
@@ -219,6 +226,30 @@ class Masker:
         if dropped:
             entry["masking.dropped"] = dropped
         return entry
+
+    def _remember_clean(self, values: Iterable[Any]) -> None:
+        """Short strings found to hold no secret (host names, tool names, versions, paths: a few dozen
+        values fill the non-content fields of a whole backfill), so the next entry's are not scanned
+        again. Only with the prefilter: the plain rule set, the prefilter's reference, scans everything."""
+        if not self.prefilter:
+            return
+        clean = self._clean
+        for value in values:
+            if value.__class__ is str and len(value) <= _CLEAN_LENGTH:
+                if len(clean) >= _CLEAN_SIZE:
+                    clean.clear()
+                clean.add(value)
+
+    def _scanned_of(self, keys: tuple[str, ...]) -> list[str]:
+        """The fields of an entry with these keys that are scanned (not ``keep``), worked out once per
+        set of keys: entries come in a few dozen shapes, each with a few scanned fields of twenty."""
+        scanned = self._shapes.get(keys)
+        if scanned is None:
+            scanned = [k for k in keys if (self._plan.get(k) or self._plan_key(k)) != "keep"]
+            if len(self._shapes) >= _PLAN_SIZE:
+                self._shapes.clear()
+            self._shapes[keys] = scanned
+        return scanned
 
     def _plan_key(self, key: str) -> str:
         """The mode for a field: its class's, or keep for fields that cannot hold a secret (cached)."""
