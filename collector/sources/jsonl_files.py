@@ -24,7 +24,8 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
-import orjson
+from orjson import JSONDecodeError as _JSONDecodeError
+from orjson import loads as _loads
 
 from collector.model.raw import RawRecord
 from collector.pipeline.boundary import strict_json_fits
@@ -77,7 +78,7 @@ class JsonlFiles:
         self.max_line = max_line
         self._agent_of = agent_of
         self._decode = decode
-        self._plain = decode is decode_json_line  # lines decoded inline (``_object``), the rest by _record
+        self._plain = decode is decode_json_line  # lines orjson reads inline, the rest by _record
         self._rotated: list[tuple[str, dict[str, Any]]] = []
         self._lag: dict[str, int] = {}  # path -> bytes written but not yet read (a partial last line)
         self._lag_total = 0  # their sum, kept as they change
@@ -274,7 +275,7 @@ class JsonlFiles:
         observed = time.time_ns()
         stream = self.stream_prefix + path
         meta = {"path": path}  # one for the file's records: records are not changed once made
-        fits = strict_json_fits
+        agent, kind, fp, plain, stats = self.agent, self.kind, ident.fingerprint, self._plain, self.stats
         last: Position | None = None
         while True:
             before = cursor.offset
@@ -284,15 +285,19 @@ class JsonlFiles:
                     yield self._record(path, ident, line, start, observed), last
                     continue
                 last = _LinePosition(stream, ident, cursor.offset, line, path in self.extra_paths)
-                self.stats.bytes += len(line) + 1
-                data = _object(line) if self._plain else None
-                if data is None:  # not a plain JSON object (or another decoder): the careful way
+                stats.bytes += len(line) + 1
+                try:  # orjson at once; what it refuses or is not an object goes the careful way
+                    data = _loads(line) if plain else None
+                except _JSONDecodeError:
+                    data = None
+                if data.__class__ is not dict:
                     yield self._record(path, ident, line, start, observed), last
                     continue
-                self.stats.records += 1
-                agent = self._agent_of(path, data) if self._agent_of else self.agent
-                yield RawRecord(agent, self.kind, data, ident.fingerprint, str(start), observed, meta,
-                                strict_json=True, checked_data=data if fits(data) else None), last
+                stats.records += 1
+                if self._agent_of is not None:
+                    agent = self._agent_of(path, data)
+                yield RawRecord(agent, kind, data, fp, str(start), observed, meta, True,
+                                data if strict_json_fits(data) else None), last
             if cursor.offset == before:
                 break
         self._positions[path] = (last or self._position(path, ident, cursor)).value
@@ -403,16 +408,6 @@ class _LinePosition(Position):
 
 def _position_value(ident: FileIdentity, offset: int, skipping: bool) -> dict[str, Any]:
     return {"dev": ident.dev, "ino": ident.ino, "fp": ident.fingerprint, "offset": offset, "skipping": skipping}
-
-
-def _object(line: bytes) -> dict[str, Any] | None:
-    """The JSON object on a line as orjson reads it, or None for anything else (a BOM, a lone surrogate,
-    a malformed or blank line, another JSON value): ``decode_json_line`` and ``_record`` judge those."""
-    try:
-        data = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return None
-    return data if data.__class__ is dict else None
 
 
 def _stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
