@@ -8,13 +8,13 @@ the whole API message's usage: the llm.response id is the message id, so each AP
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from collector.agents.common import (
     HookEnvelope,
     HookHandler,
     as_int,
-    chat_response,
     dispatch_hook,
     hook_entry,
     iso_to_ns,
@@ -28,7 +28,12 @@ from collector.model import AgentActivityEntry, RawRecord
 
 def parse(record: RawRecord) -> list[AgentActivityEntry]:
     if record.kind == "transcript":
-        return _parse_transcript(record)
+        kind = record.data.get("type")
+        handler = _TRANSCRIPT.get(kind) if isinstance(kind, str) else None
+        if handler is None:  # most lines (attachments, queue operations, ...) make nothing
+            return []
+        session = record.data.get("sessionId")
+        return handler(record, record.data, session if isinstance(session, str) else None)
     return _parse_hook(record)
 
 
@@ -143,22 +148,6 @@ _HOOKS: dict[str, HookHandler] = {
 # ----------------------------------------------------------------------------------------- transcript
 
 
-def _parse_transcript(record: RawRecord) -> list[AgentActivityEntry]:
-    data = record.data
-    kind = data.get("type")
-    session = data.get("sessionId")
-    session = session if isinstance(session, str) else None
-    if kind == "assistant":
-        return _assistant(record, data, session)
-    if kind == "user":
-        return _user(record, data, session)
-    if kind == "api-request":
-        return _api_request(record, data, session)
-    if kind == "system":
-        return _system(record, data, session)
-    return []
-
-
 def _scope(data: dict[str, Any]) -> dict[str, Any]:
     if not data.get("isSidechain") and not data.get("agentId"):  # subagent files mark every record
         return {}
@@ -242,7 +231,7 @@ def _assistant(record: RawRecord, data: dict[str, Any], session: str | None) -> 
         return [native_entry(record, "error", time_ns, session, data.get("uuid", ""), attrs)]
     entries: list[AgentActivityEntry] = []
     if isinstance(message_id, str):
-        entries.append(_llm_response(record, data, message, session, time_ns))
+        entries.append(_llm_response(record, data, message, session, time_ns, scope))
     for block in message.get("content") or []:
         if isinstance(block, dict) and block.get("type") == "tool_use":
             attrs = {
@@ -257,25 +246,29 @@ def _assistant(record: RawRecord, data: dict[str, Any], session: str | None) -> 
     return entries
 
 
-def _llm_response(
-    record: RawRecord, data: dict[str, Any], message: dict[str, Any], session: str | None, time_ns: int | None
-) -> AgentActivityEntry:
+def _llm_response(record: RawRecord, data: dict[str, Any], message: dict[str, Any], session: str | None,
+                  time_ns: int | None, scope: dict[str, Any]) -> AgentActivityEntry:
     usage = message.get("usage") or {}
     details = usage.get("output_tokens_details") or {}
-    attrs: dict[str, Any] = {
-        **chat_response(message.get("model"), message.get("id"), message.get("stop_reason"),
-                        data.get("requestedModel")),
+    model, stop = message.get("model"), message.get("stop_reason")
+    attrs: dict[str, Any] = {  # chat_response's attributes, written out (a backfill makes one per message)
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": data.get("requestedModel") or model,
+        "gen_ai.response.model": model,
+        "gen_ai.response.id": message.get("id"),
+        "gen_ai.response.finish_reasons": [stop] if isinstance(stop, str) and stop else None,
         "gen_ai.request.id": data.get("requestRef"),
         "gen_ai.output.messages": _output_messages(message),
-        **_scope(data),
-        **usage_excluding_cache(
-            as_int(usage.get("input_tokens")) or 0,
-            as_int(usage.get("output_tokens")),
-            as_int(usage.get("cache_read_input_tokens")),
-            as_int(usage.get("cache_creation_input_tokens")),
-            as_int(details.get("thinking_tokens")) if isinstance(details, dict) else None,
-        ),
     }
+    if scope:
+        attrs.update(scope)
+    attrs.update(usage_excluding_cache(
+        as_int(usage.get("input_tokens")) or 0,
+        as_int(usage.get("output_tokens")),
+        as_int(usage.get("cache_read_input_tokens")),
+        as_int(usage.get("cache_creation_input_tokens")),
+        as_int(details.get("thinking_tokens")) if isinstance(details, dict) else None,
+    ))
     return native_entry(record, "llm.response", time_ns, session, str(message.get("id")), attrs)
 
 
@@ -307,6 +300,14 @@ def _system(record: RawRecord, data: dict[str, Any], session: str | None) -> lis
         attrs = {"compaction.trigger": meta.get("trigger"), "compaction.pre_tokens": as_int(meta.get("preTokens"))}
         return [native_entry(record, "compaction", time_ns, session, uid, attrs)]
     return []
+
+
+_TRANSCRIPT: dict[Any, Callable[[RawRecord, dict[str, Any], str | None], list[AgentActivityEntry]]] = {
+    "assistant": _assistant,
+    "user": _user,
+    "api-request": _api_request,
+    "system": _system,
+}
 
 
 def _texts(content: Any) -> str | None:

@@ -128,20 +128,24 @@ def usage_attributes(
     reasoning: int | None = None,
 ) -> dict[str, Any]:
     """Token attributes; ``input_tokens`` must already include cached tokens (OTel semantics)."""
-    attrs: dict[str, Any] = {
-        "gen_ai.usage.input_tokens": input_tokens,
-        "gen_ai.usage.output_tokens": output_tokens,
-        "gen_ai.usage.cache_read.input_tokens": cache_read,
-        "gen_ai.usage.cache_creation.input_tokens": cache_creation,
-        "gen_ai.usage.reasoning_tokens": reasoning,
-    }
+    attrs: dict[str, Any] = {}
+    if input_tokens is not None:
+        attrs["gen_ai.usage.input_tokens"] = input_tokens
+    if output_tokens is not None:
+        attrs["gen_ai.usage.output_tokens"] = output_tokens
+    if cache_read is not None:
+        attrs["gen_ai.usage.cache_read.input_tokens"] = cache_read
+    if cache_creation is not None:
+        attrs["gen_ai.usage.cache_creation.input_tokens"] = cache_creation
+    if reasoning is not None:
+        attrs["gen_ai.usage.reasoning_tokens"] = reasoning
     if input_tokens is not None and output_tokens is not None and _count(input_tokens) and _count(output_tokens):
         attrs["gen_ai.usage.total_tokens"] = input_tokens + output_tokens  # none of a negative count
-    return {k: v for k, v in attrs.items() if v is not None}
+    return attrs
 
 
 def _count(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
 
 
 def usage_excluding_cache(fresh: int | None, output: int | None, cache_read: int | None,
