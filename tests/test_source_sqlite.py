@@ -207,6 +207,26 @@ def test_related_rows_can_be_matched_on_a_json_path_equal_to_a_column_of_the_row
     writer.close()
 
 
+def test_a_related_read_the_schema_cannot_give_is_left_out_not_the_table(tmp_path: Path,
+                                                                       caplog: pytest.LogCaptureFixture) -> None:
+    """Another version's schema without a column a related read names: the rows come without that column
+    (said once), not an error on every query of the table; a missing table is still an error."""
+    db = tmp_path / "a.db"
+    writer = sqlite3.connect(db, isolation_level=None)
+    writer.execute("CREATE TABLE session (id TEXT PRIMARY KEY, updated INTEGER)")  # no parent_id
+    writer.execute("CREATE TABLE part (id TEXT PRIMARY KEY, session_id TEXT, data TEXT)")
+    writer.executemany("INSERT INTO session VALUES (?, ?)", [("s1", 1), ("s2", 2)])
+    related = RelatedSpec("calls", "part", "session_id", "parent_id", "data", "id", (), (("$.child", "id"),))
+    texts = RelatedSpec("texts", "part", "session_id", "id", "data", "id")
+    source = SqliteRows("s", "a", str(db), [TableSpec("session", "updated", "id", (), (related, texts))], {})
+    got = [r.data["row"] for r, _ in read(source) if r]
+    assert [(r["id"], sorted(r)) for r in got] == [(s, ["id", "texts", "updated"]) for s in ("s1", "s2")]
+    assert source.stats.errors == 0 and sum("read without calls" in m for m in caplog.messages) == 1
+    gone = SqliteRows("s", "a", str(db), [TableSpec("nothing", "updated", "id", (), (related,))], {})
+    assert read(gone) == [] and gone.stats.errors == 1
+    writer.close()
+
+
 def test_related_rows_are_read_only_for_the_rows_when_names(tmp_path: Path) -> None:
     """``when``: the related rows come only with rows whose own JSON column has the values (a user message),
     or is not a JSON object (its parser refuses it whole); the others get NULL, and no query is wasted."""

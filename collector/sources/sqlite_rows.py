@@ -30,11 +30,13 @@ A read whose database and ``-wal`` have the inode, size and mtime they had when 
 end runs no query (idle cost: two ``stat`` calls); it queries anyway every ``RECHECK_S``.
 
 A table may name *related* rows of another table (``related``: the rows whose ``match`` column equals this
-row's ``on`` column, optionally only those whose JSON ``column`` has given values at given paths): they come
-with the row as one more column, a JSON array of their ``column`` values in the other table's key order,
-read in the same query as the row (a message with its parts). A change to the related rows alone does not
-make the row read again: the row carries them as they were when the row was read. ``when`` reads them only
-for rows whose own JSON column has given values (a user message's text parts: an assistant's are not used).
+row's ``on`` column, optionally only those whose JSON ``column`` has given values at given paths, or this
+row's value of a column: ``where_row``): they come with the row as one more column, a JSON array of their
+``column`` values in the other table's key order, read in the same query as the row (a message with its
+parts). A change to the related rows alone does not make the row read again: the row carries them as they
+were when the row was read. ``when`` reads them only for rows whose own JSON column has given values (a
+user message's text parts: an assistant's are not used). A related read that names a column the database
+does not have (another version's schema) is left out, said once, and the rows are read without it.
 
 A table may keep only the rows whose JSON column has given values at given paths (``only``: the ``part``
 rows of type ``tool``, the only ones its parser makes entries of): the page query leaves the others out
@@ -57,7 +59,7 @@ import time
 import urllib.parse
 from collections import deque
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from collector.definitions import AgentDefinition
@@ -201,6 +203,7 @@ class SqliteRows:
         self.batch_rows = batch_rows
         self.window_rows = max(window_rows, batch_rows)
         self._lookup: dict[str, str] = {}  # table -> "rowid", or its key for a WITHOUT ROWID table
+        self._usable: dict[str, TableSpec] = {}  # table -> its spec without related reads the schema cannot give
         self.busy_timeout_s = busy_timeout_s
         self.stats = SourceStats()
         self.stats.extra["busy"] = 0
@@ -310,6 +313,7 @@ class SqliteRows:
         """Row by row past a corrupt page: the next position comes from the watermark index (which does not
         touch the table's pages), the row by its key; a row that cannot be read is a marker (no values),
         counted and skipped. Raises if even the positions cannot be read (no usable index)."""
+        spec = self._usable.get(spec.table, spec)
         wm, key = _quote(spec.watermark), "rowid" if spec.key == "rowid" else _quote(spec.key)
         table, (cols, rel_params) = f"{_quote(spec.table)} AS {_quote(ROW)}", spec.select_list()
         where, where_params = spec.row_filter()
@@ -342,6 +346,7 @@ class SqliteRows:
     def _fetch(self, conn: sqlite3.Connection, spec: TableSpec, state: TableState) -> Page:
         """The next page of changed rows (no rows: none left this cycle)."""
         try:
+            spec = self._usable_spec(conn, spec)
             if not state.window and (not state.drained or _data_version(conn) != state.version):
                 self._find_window(conn, spec, state)  # more to find, or the agent wrote since the last window
             page = [state.window.popleft() for _ in range(min(self.batch_rows, len(state.window)))]
@@ -367,6 +372,22 @@ class SqliteRows:
         found = conn.execute(sql, params).fetchall()
         state.window.extend(found)
         state.drained = len(found) < self.window_rows
+
+    def _usable_spec(self, conn: sqlite3.Connection, spec: TableSpec) -> TableSpec:
+        """``spec`` without the related reads that name a column the database does not have (another
+        version's schema): its rows are read without that column, and this is said once, rather than
+        every query of the table failing."""
+        usable = self._usable.get(spec.table)
+        if usable is None:
+            keep = tuple(rel for rel in spec.related if _has(conn, spec.table, rel.on, *(c for _, c in rel.where_row),
+                                                               *([rel.if_column] if rel.if_where else []))
+                         and _has(conn, rel.table, rel.match, rel.column, rel.key))
+            for rel in spec.related:
+                if rel not in keep:
+                    log.warning("%s: %s is read without %s: a column it needs is missing", self.path, spec.table,
+                                rel.name)
+            usable = self._usable[spec.table] = replace(spec, related=keep)
+        return usable
 
     def _lookup_column(self, conn: sqlite3.Connection, spec: TableSpec) -> str:
         lookup = self._lookup.get(spec.table)
@@ -450,6 +471,12 @@ def _settled(stamp: tuple[int, ...] | None, at_ns: int) -> bool:
     """Both files had last changed well before their stat was taken: a later write shows a later mtime
     (one within the same clock tick as the stat might not)."""
     return stamp is not None and at_ns - max(stamp[2], stamp[5]) > SETTLED_NS
+
+
+def _has(conn: sqlite3.Connection, table: str, *columns: str) -> bool:
+    """``table`` has these columns (``rowid`` always), or cannot be told (missing: its query says so)."""
+    found = {row[1] for row in conn.execute(f"PRAGMA table_info({_quote(table)})")}
+    return not found or all(c == "rowid" or c in found for c in columns)
 
 
 def _names(cursor: sqlite3.Cursor) -> tuple[str, ...]:
