@@ -303,3 +303,73 @@ def test_absent_labels_and_numbers_are_stored_as_null_and_present_ones_with_thei
     assert values == (5, 2.0, 500, "m")
     session = db.execute("SELECT project, model, status, status_ns FROM sessions").fetchone()
     assert session == ("/w", "m", "idle", 10**18)
+
+
+def test_keys_wait_in_memory_then_move_in_one_pass_and_dedupe_throughout(tmp_path: Path, monkeypatch) -> None:
+    """The keys of the last rows are answered from memory (read back from ``events`` after a restart) and
+    move into ``event_keys`` every MERGE_AT rows: before, across and after the move, after a restart and
+    after retention dropped rows, an entry delivered again is not stored again."""
+    from collector.usage import store as usage_store
+
+    monkeypatch.setattr(usage_store, "MERGE_AT", 10)
+    now = time.time()
+    old_ns, new_ns = int((now - 40 * 86400) * 1e9), int(now * 1e9)
+    calls = [_call(f"{i:016x}" + "e" * 16, i, old_ns if i < 4 else new_ns) for i in range(1, 26)]
+    path = tmp_path / "u.sqlite"
+
+    def keys() -> int:
+        db = sqlite3.connect(path)
+        try:
+            return db.execute("SELECT count(*) FROM event_keys").fetchone()[0]
+        finally:
+            db.close()
+
+    store = UsageStore(path)
+    assert store.add(calls[:6]) == 6 and keys() == 0
+    assert store.add(calls[:8]) == 2 and keys() == 0, "the first six answered from memory"
+    store.close()
+    store = UsageStore(path)
+    assert store.add(calls[:12]) == 4 and keys() == 12, "read back after the restart, then moved"
+    assert store.add(calls[:15]) == 3 and keys() == 12
+    store.close()
+    store = UsageStore(path, retention_days=30)
+    assert store.prune(now) == 3 and keys() == 9
+    assert store.add(calls[3:15]) == 0, "neither the moved keys nor those in memory are lost by the prune"
+    assert store.add(calls[3:]) == 10 and keys() == 22
+    store.close()
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT count(*), SUM(input) FROM events").fetchone() == (22, sum(range(4, 26)))
+    assert db.execute("SELECT value FROM meta WHERE key = 'keys_upto'").fetchone() == (
+        str(db.execute("SELECT MAX(id) FROM events").fetchone()[0]),)
+
+
+_V3_EVENTS = _V2_EVENTS.replace("event_id TEXT NOT NULL UNIQUE,", "k INTEGER UNIQUE, event_id TEXT NOT NULL,")
+
+
+def test_a_schema_3_store_moves_its_keys_out_of_the_unique_index(tmp_path: Path) -> None:
+    """A store unique by its key (a unique index on ``events.k``, collided ids stored without one): rows
+    and row ids kept, the keys in ``event_keys``, the collided id still told apart, nothing added twice."""
+    from collector.usage.store import _COLUMNS, event_key
+
+    a, b = "0123456789abcdef" + "0" * 16, "0123456789abcdef" + "1" * 16
+    first = [_call(a, 1, time.time_ns()), _call(b, 2, time.time_ns()), _call("c" * 32, 3, time.time_ns())]
+    path = tmp_path / "u.sqlite"
+    store = UsageStore(path)
+    assert store.add(first) == 3
+    store.close()
+    db = sqlite3.connect(path)
+    names = ",".join(_COLUMNS)
+    rows = db.execute(f"SELECT id,k,{names} FROM events ORDER BY id").fetchall()
+    db.executescript(f"DROP TABLE events; DROP TABLE event_keys; {_V3_EVENTS}; "
+                     "DELETE FROM meta WHERE key = 'keys_upto';")
+    db.executemany(f"INSERT INTO events(id,k,{names}) VALUES({','.join('?' * (len(_COLUMNS) + 2))})", rows)
+    db.commit()
+    db.close()
+    store = UsageStore(path)
+    assert store.add([*first, _call("d" * 32, 4, time.time_ns())]) == 1
+    store.close()
+    db = sqlite3.connect(path)
+    assert db.execute(f"SELECT id,k,{names} FROM events ORDER BY id LIMIT 3").fetchall() == rows
+    assert sorted(db.execute("SELECT k FROM event_keys")) == sorted((event_key(i),) for i in (a, "c" * 32))
+    assert [r[0] for r in db.execute("SELECT event_id FROM collided")] == [b]
+    assert not any(r[2] for r in db.execute("PRAGMA index_list(events)")), "no unique index left"

@@ -4,17 +4,20 @@ One row per entry (``events``, a rowid table appended in arrival order, unique b
 time, UTC day, agent, session, model, tokens, tool outcome and error class, one row per session
 (``sessions``) with its project (the workspace path), model and last status, the models seen (``models``,
 for the price lookup) and the rollup the reports read (``slots``, see ``collector.usage.rollup``). Random
-ids land on random pages, so the id is the only random key: one more index (name, time) serves the
+ids land on random pages, so the id's key is kept apart (below); one index (name, time) serves the
 dashboard. No prompt, completion or tool text is kept; an error's message only when content capture put
 it in the entry.
 
-Exactly once, like the JSONL file: ``INSERT OR IGNORE`` on the event id's key, committed (WAL,
-``synchronous=FULL``) inside ``export`` and so before the checkpoint that covers the batch; a batch
+Exactly once, like the JSONL file: a row is inserted only when its id's key is not held yet, committed
+(WAL, ``synchronous=FULL``) inside ``export`` and so before the checkpoint that covers the batch; a batch
 replayed after a crash inserts nothing twice. The key (``k``) is an INTEGER, 8 bytes of the id
-(``event_key``): the unique index is a third of what the id's text made it, so a batch dirties fewer of
-its random pages. Two ids with one key (2**-64 for the hashes the parsers make, but any text is an id)
-are told apart exactly: the second is stored with no key and its id in ``collided``, which is checked by
-the text. Rows older than ``retention_days`` are pruned once a day.
+(``event_key``). The keys of the last rows (above ``keys_upto`` in ``meta``, at most ``MERGE_AT``) are
+held in memory and read back from ``events`` at open; every ``MERGE_AT`` rows they move into
+``event_keys`` (key -> row id) in one sorted pass inside a batch's transaction: a unique index on random
+keys cost a random page write per entry, more the larger the store grew. Two ids with one key (2**-64
+for the hashes the parsers make, but any text is an id) are told apart exactly: the second is stored
+with no key and its id in ``collided``, which is checked by the text. Rows older than ``retention_days``
+are pruned once a day.
 """
 
 from __future__ import annotations
@@ -32,15 +35,17 @@ from typing import Any
 from collector.usage import rollup
 from collector.util.private import create_private, private_dir
 
-SCHEMA_VERSION = 3  # 2: ``events`` is a rowid table (appended in arrival order); 3: unique by an integer key
+SCHEMA_VERSION = 4  # 2: ``events`` is a rowid table (appended in arrival order); 3: unique by an integer key;
+# 4: the keys in ``event_keys``, merged in sorted passes
 FILE_NAME = "usage.sqlite"
 PAGE_SIZE = 8192  # fewer, fuller pages per commit than SQLite's 4096
+MERGE_AT = 32_768  # rows whose keys wait in memory before they move into ``event_keys`` in one sorted pass
 CACHE_KIB = 8192  # SQLite's page cache (its default, 2 MiB, made a growing store re-read its pages)
 
 _EVENTS = """
 CREATE TABLE IF NOT EXISTS events (
   id INTEGER PRIMARY KEY,
-  k INTEGER UNIQUE,  -- event_key(event_id); NULL for an id another id's key holds (its id is in collided)
+  k INTEGER,  -- event_key(event_id); NULL for an id another id's key holds (its id is in collided)
   event_id TEXT NOT NULL,
   name TEXT NOT NULL,
   time_ns INTEGER NOT NULL,
@@ -65,8 +70,11 @@ CREATE TABLE IF NOT EXISTS events (
   detail TEXT
 )"""
 _COLLIDED = "CREATE TABLE IF NOT EXISTS collided (event_id TEXT PRIMARY KEY) WITHOUT ROWID"
+_KEYS = "CREATE TABLE IF NOT EXISTS event_keys (k INTEGER PRIMARY KEY, id INTEGER NOT NULL)"
+_META = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
 _SCHEMA = f"""{_EVENTS};
 {_COLLIDED};
+{_KEYS};
 CREATE INDEX IF NOT EXISTS events_time ON events(name, time_ns);
 CREATE TABLE IF NOT EXISTS sessions (
   agent TEXT NOT NULL,
@@ -83,7 +91,7 @@ CREATE INDEX IF NOT EXISTS sessions_project ON sessions(project);
 CREATE INDEX IF NOT EXISTS sessions_last ON sessions(last_ns);
 CREATE TABLE IF NOT EXISTS models (model TEXT NOT NULL, provider TEXT NOT NULL DEFAULT '',
   PRIMARY KEY (model, provider)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+{_META};
 """
 
 _COLUMNS = ("event_id", "name", "time_ns", "day", "agent", "session", "turn", "scope", "provider", "model",
@@ -233,28 +241,33 @@ _OLD_INDEXES = ("events_day", "events_time", "events_session", "events_model")
 
 
 def _migrate(db: sqlite3.Connection) -> None:
-    """A store of schema 1 (``events`` keyed by its id, WITHOUT ROWID, four more indexes) or 2 (a rowid
-    table unique by the id's text): its rows move into the table of schema 3 with their keys, in one
-    transaction, in their order (schema 2's row ids kept, schema 1's rows oldest first)."""
+    """A store of schema 1 (``events`` keyed by its id, WITHOUT ROWID, four more indexes), 2 (a rowid table
+    unique by the id's text) or 3 (unique by the key): its rows move into the table of schema 4 with their
+    keys, in one transaction, in their order (the row ids of 2 and 3 kept, the rows of 1 oldest first),
+    and the keys into ``event_keys`` (of two ids with one key the first keeps it)."""
     columns = [row[1] for row in db.execute("PRAGMA table_info(events)")]
-    if not columns or "k" in columns:
+    unique = any(row[2] for row in db.execute("PRAGMA index_list(events)"))
+    keyed = db.execute("SELECT 1 FROM sqlite_master WHERE name = 'event_keys'").fetchone() is not None
+    if not columns or ("k" in columns and keyed and not unique):
         return
     names = ",".join(_COLUMNS)
     ids, order = ("id,", "id") if "id" in columns else ("", "time_ns, event_id")
+    key = "k" if "k" in columns else "event_key(event_id)"
     db.create_function("event_key", 1, event_key, deterministic=True)
     db.execute("BEGIN IMMEDIATE")
     try:
         for index in _OLD_INDEXES:
             db.execute(f"DROP INDEX IF EXISTS {index}")
         db.execute("ALTER TABLE events RENAME TO events_old")
-        db.execute(_EVENTS)
-        db.execute(_COLLIDED)
-        db.execute(f"INSERT OR IGNORE INTO events({ids}k,{names}) SELECT {ids}event_key(event_id),{names} "
-                   f"FROM events_old ORDER BY {order}")
-        db.execute(f"INSERT INTO events({ids}k,{names}) SELECT {ids}NULL,{names} FROM events_old o WHERE NOT EXISTS "
-                   "(SELECT 1 FROM events e WHERE e.k = event_key(o.event_id) AND e.event_id = o.event_id) "
-                   f"ORDER BY {order}")  # an id whose key an earlier id took
-        db.execute("INSERT INTO collided(event_id) SELECT event_id FROM events WHERE k IS NULL")
+        for table in (_EVENTS, _COLLIDED, _KEYS, _META):
+            db.execute(table)
+        db.execute("DELETE FROM event_keys")
+        db.execute(f"INSERT INTO events({ids}k,{names}) SELECT {ids}{key},{names} FROM events_old ORDER BY {order}")
+        db.execute("INSERT OR IGNORE INTO event_keys(k, id) SELECT k, id FROM events WHERE k IS NOT NULL "
+                   "ORDER BY k, id")
+        db.execute("UPDATE events SET k = NULL WHERE k IS NOT NULL AND id NOT IN (SELECT id FROM event_keys)")
+        db.execute("INSERT OR IGNORE INTO collided(event_id) SELECT event_id FROM events WHERE k IS NULL")
+        db.execute("INSERT OR REPLACE INTO meta(key, value) SELECT 'keys_upto', COALESCE(MAX(id), 0) FROM events")
         db.execute("DROP TABLE events_old")
         db.execute("COMMIT")
     except BaseException:
@@ -302,6 +315,7 @@ class UsageStore:
             self._db.close()
             raise
         self._collided = self._load_collided()
+        self._upto, self._pending = self._load_pending()
         self._models = set(self._db.execute("SELECT model, provider FROM models"))
         self._pruned_day = ""
         self.inserted = 0
@@ -311,13 +325,19 @@ class UsageStore:
     def _load_collided(self) -> set[str]:
         return {row[0] for row in self._db.execute("SELECT event_id FROM collided")}
 
+    def _load_pending(self) -> tuple[int, dict[int, str]]:
+        """The row id up to which ``event_keys`` holds the keys, and the keys of the rows above it."""
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'keys_upto'").fetchone()
+        upto = int(row[0]) if row else 0
+        rows = self._db.execute("SELECT k, event_id FROM events WHERE id > ? AND k IS NOT NULL", (upto,))
+        return upto, dict(rows.fetchall())
+
     def add(self, entries: Sequence[dict[str, Any]]) -> int:
         """Insert the entries not stored yet, in one committed transaction; returns how many were new."""
-        rows = list(map(event_row, entries))
-        if self._collided:  # stored without a key: only their ids tell
-            rows = [row for row in rows if row[1] not in self._collided]
+        rows, keys, collided = self._new_rows(list(map(event_row, entries)))
         sessions = fold_sessions(session_row(e) for e in entries)
         models = {(row[10], row[9] or "") for row in rows if row[10]} - self._models
+        merge = len(self._pending) + len(keys) >= MERGE_AT
         db = self._db
         db.execute("BEGIN IMMEDIATE")
         try:
@@ -325,15 +345,19 @@ class UsageStore:
             before = db.total_changes
             db.executemany(_INSERT, rows)
             added = db.total_changes - before
-            collided = self._insert_collided(rows) if added < len(rows) else []
-            added += len(collided)
+            db.executemany("INSERT OR IGNORE INTO collided(event_id) VALUES(?)", [(i,) for i in collided])
             rollup.add_since(db, last)
             db.executemany(_SESSION_UPSERT, sessions)
             db.executemany("INSERT OR IGNORE INTO models(model, provider) VALUES(?, ?)", models)
+            upto = self._merge_keys() if merge else self._upto
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
             raise
+        if merge:
+            self._upto, self._pending = upto, {}
+        else:
+            self._pending.update(keys)
         self._collided.update(collided)
         self._models |= models
         self.inserted += added
@@ -341,25 +365,50 @@ class UsageStore:
         self.prune()
         return added
 
-    def _insert_collided(self, rows: list[tuple[Any, ...]]) -> list[str]:
-        """After ``INSERT OR IGNORE`` left rows out: those whose key another id holds (not a duplicate) are
-        stored without a key, their ids in ``collided``. Returns those ids."""
-        db = self._db
-        keys = list({row[0] for row in rows})
-        holders: dict[int, str] = {}
-        for start in range(0, len(keys), 500):
-            chunk = keys[start : start + 500]
-            holders.update(db.execute(f"SELECT k, event_id FROM events WHERE k IN ({','.join('?' * len(chunk))})",
-                                      chunk).fetchall())
-        added: list[str] = []
+    def _new_rows(self, rows: list[tuple[Any, ...]]) -> tuple[list[tuple[Any, ...]], dict[int, str], set[str]]:
+        """The rows of ids not stored yet, in order; the keys they take (key: id); the ids stored without a
+        key because another id holds theirs."""
+        pending, stored_collided = self._pending, self._collided
+        held = self._held({row[0] for row in rows}.difference(pending))
+        fresh: list[tuple[Any, ...]] = []
+        keys: dict[int, str] = {}
+        collided: set[str] = set()
         for row in rows:
-            holder, event_id = holders.get(row[0]), str(row[1])
-            if holder is None or holder == event_id or event_id in added:
-                continue  # stored (before or just now), or left out by another constraint
-            if db.execute(_INSERT, (None, *row[1:])).rowcount == 1:
-                db.execute("INSERT OR IGNORE INTO collided(event_id) VALUES(?)", (event_id,))
-                added.append(event_id)
-        return added
+            key, text = row[0], str(row[1])
+            if stored_collided and text in stored_collided or text in collided:
+                continue
+            holder = keys.get(key)
+            if holder is None:
+                holder = pending.get(key)
+                if holder is None:
+                    holder = held.get(key)
+            if holder is None:
+                keys[key] = text
+                fresh.append(row)
+            elif holder != text:
+                collided.add(text)
+                fresh.append((None, *row[1:]))
+        return fresh, keys, collided
+
+    def _held(self, keys: set[int]) -> dict[int, str]:
+        """Of ``keys``, those ``event_keys`` holds, with the id of the row holding each."""
+        wanted, held = list(keys), dict[int, str]()
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            held.update(self._db.execute(
+                f"SELECT x.k, e.event_id FROM event_keys x JOIN events e ON e.id = x.id "
+                f"WHERE x.k IN ({','.join('?' * len(chunk))})", chunk).fetchall())
+        return held
+
+    def _merge_keys(self) -> int:
+        """Move the keys of the rows above ``keys_upto`` into ``event_keys`` in key order (inside the
+        batch's transaction: each page of ``event_keys`` is written once per merge); returns the new mark."""
+        db = self._db
+        upto = rollup.last_id(db)
+        db.execute("INSERT OR IGNORE INTO event_keys(k, id) SELECT k, id FROM events WHERE id > ? AND k IS NOT NULL "
+                   "ORDER BY k", (self._upto,))
+        db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES('keys_upto', ?)", (str(upto),))
+        return upto
 
     def prune(self, now: float | None = None) -> int:
         """Drop rows older than the retention (once per UTC day; 0 keeps everything)."""
@@ -369,14 +418,25 @@ class UsageStore:
             return 0
         self._pruned_day = today
         cutoff_ns = int((now - self.retention_days * 86400) * 1e9)
-        cur = self._db.execute("DELETE FROM events WHERE day < ?", (utc_day(cutoff_ns),))
-        self._db.execute("DELETE FROM slots WHERE slot < ?", (_day_start_slot(utc_day(cutoff_ns)),))
-        self._db.execute("DELETE FROM sessions WHERE last_ns < ?", (cutoff_ns,))
-        if self._collided:
-            self._db.execute("DELETE FROM collided WHERE event_id NOT IN (SELECT event_id FROM events WHERE k IS NULL)")
+        db, day = self._db, utc_day(cutoff_ns)
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.execute("DELETE FROM event_keys WHERE k IN (SELECT k FROM events WHERE day < ? AND k IS NOT NULL)",
+                       (day,))
+            gone = db.execute("DELETE FROM events WHERE day < ?", (day,)).rowcount
+            db.execute("DELETE FROM slots WHERE slot < ?", (_day_start_slot(day),))
+            db.execute("DELETE FROM sessions WHERE last_ns < ?", (cutoff_ns,))
+            if self._collided:
+                db.execute("DELETE FROM collided WHERE event_id NOT IN (SELECT event_id FROM events WHERE k IS NULL)")
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        if gone:
             self._collided = self._load_collided()
-        self.pruned += cur.rowcount
-        return int(cur.rowcount)
+            self._upto, self._pending = self._load_pending()
+        self.pruned += gone
+        return int(gone)
 
     def close(self) -> None:
         self._db.close()
