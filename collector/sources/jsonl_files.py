@@ -388,8 +388,8 @@ class _LinePosition(Position):
     _state: tuple[FileIdentity, int, bytes, bool] | dict[str, Any]  # what it is made of, then the value
 
     def __init__(self, stream: str, ident: FileIdentity, offset: int, line: bytes, extra: bool) -> None:
-        object.__setattr__(self, "stream", stream)
-        object.__setattr__(self, "_state", (ident, offset, line, extra))
+        _SET_STREAM(self, stream)  # the slots' own setters: a frozen dataclass refuses plain assignment
+        _SET_STATE(self, (ident, offset, line, extra))
 
     @property
     def value(self) -> dict[str, Any]:
@@ -402,8 +402,12 @@ class _LinePosition(Position):
         made["tail"], made["tail_len"] = tail_digest(end), len(end)
         if extra:
             made["extra"] = True
-        object.__setattr__(self, "_state", made)
+        _SET_STATE(self, made)
         return made
+
+
+_SET_STREAM = vars(Position)["stream"].__set__
+_SET_STATE = vars(_LinePosition)["_state"].__set__
 
 
 def _position_value(ident: FileIdentity, offset: int, skipping: bool) -> dict[str, Any]:
