@@ -97,3 +97,13 @@ def test_check_entry_makes_the_same_entry_as_the_full_check_of_every_field(monke
     full = check_entry(entry())
     assert orjson.dumps(fast) == orjson.dumps(full)
     assert fast["collector.invalid_fields"] == full["collector.invalid_fields"]
+
+
+def test_a_wide_value_is_judged_by_its_indentation_and_a_long_one_is_walked() -> None:
+    wide = [{"k": [n]} for n in range(100)]  # 201 brackets, 3 deep
+    assert _fits("gen_ai.tool.call.arguments", wide)
+    assert _fits("gen_ai.tool.call.arguments", [wide, _nested(MAX_DEPTH - 2)])  # its leaf 64 deep
+    assert not _fits("gen_ai.tool.call.arguments", [wide, _nested(MAX_DEPTH)])  # 65 deep
+    long = [{"k": "x" * 1000} for _ in range(300)]  # more than boundary._INDENTED_AT_MOST bytes
+    assert not _fits("gen_ai.tool.call.arguments", long)
+    assert _checked("gen_ai.tool.call.arguments", long) == (long, None)

@@ -188,8 +188,9 @@ def check_entry(entry: dict[str, Any]) -> dict[str, Any]:
 
 
 _TYPED = COUNT_FIELDS | NUMBER_FIELDS | ENUM_FIELDS.keys() | STRING_LIST_FIELDS | LIST_FIELDS | STRING_FIELDS
-_PLAIN_JSON = (orjson.OPT_INDENT_2 | orjson.OPT_STRICT_INTEGER | orjson.OPT_PASSTHROUGH_DATACLASS
-               | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_SUBCLASS)
+_INDENTED_AT_MOST = 256 * 1024  # bytes of a value's JSON judged by its indented encoding; a longer one is walked
+_PLAIN_JSON = (orjson.OPT_STRICT_INTEGER | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
+               | orjson.OPT_PASSTHROUGH_SUBCLASS)
 
 
 def _fits(key: str, value: Any) -> bool:
@@ -223,16 +224,24 @@ def _fits(key: str, value: Any) -> bool:
 
 def _plain_json(value: list[Any] | dict[str, Any]) -> bool:
     """True when the walk (``shape``, ``within_int64``) would find nothing to refuse or to change in the
-    container ``value``, judged at C speed as ``strict_json_fits`` does, from orjson's indented encoding
-    (string keys, no lone surrogate, integers within 2**53, not too deep, not too large), and the encoding
-    decodes to an equal value: orjson writes what the walk would make a string of (a non-finite float, a
-    tuple, an enum, a UUID) as something else, which then differs."""
+    container ``value``, judged at C speed from its orjson encoding: string keys, no lone surrogate and
+    integers within 2**53 (or orjson refuses it); fewer bytes than MAX_NODES (each value takes one at
+    least); not deeper than MAX_DEPTH: at most that many opening brackets (a deeper container needs more;
+    those in strings count too), else by its indented encoding as ``strict_json_fits`` judges it; and the
+    encoding decodes to an equal value: orjson writes what the walk would make a string of (a non-finite
+    float, a tuple, an enum, a UUID) as something else."""
     try:
         text = orjson.dumps(value, option=_PLAIN_JSON)
     except orjson.JSONEncodeError:
         return False
-    return (_TOO_DEEP not in text and (len(text) < MAX_NODES or text.count(b"\n") < MAX_NODES)
-            and orjson.loads(text) == value)
+    if len(text) >= MAX_NODES:
+        return False
+    if text.count(b"[") + text.count(b"{") > MAX_DEPTH:  # it may be too deep: judged as strict_json_fits does
+        if len(text) > _INDENTED_AT_MOST:
+            return False  # the indented copy would cost more memory than the walk
+        if _TOO_DEEP in orjson.dumps(value, option=_PLAIN_JSON | orjson.OPT_INDENT_2):
+            return False
+    return bool(orjson.loads(text) == value)
 
 
 def valid_time(value: Any, observed_ns: int) -> bool:
