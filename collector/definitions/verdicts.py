@@ -12,7 +12,6 @@ it is ignored and written anew; it keeps the latest ``KEEP`` digests.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 from functools import cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 import orjson
 
 from collector.util.atomic import replace_atomically
+from collector.util.shipped_verdicts import plain_digest
 
 FILE = "schema-verdicts.json"
 MAX_BYTES = 1024 * 1024  # read no more of it (a few hundred digests in practice)
@@ -36,12 +36,9 @@ def _library() -> bytes:
 
 
 def digest(schema: dict[str, Any], document: Any) -> str:
-    """What a verdict on ``document`` checked against ``schema`` is remembered by."""
-    h = hashlib.sha256(_library())
-    h.update(orjson.dumps(schema, option=orjson.OPT_SORT_KEYS))
-    h.update(b"\n")
-    h.update(orjson.dumps(document, option=orjson.OPT_SORT_KEYS))
-    return h.hexdigest()
+    """What a verdict on ``document`` checked against ``schema`` is remembered by (with the jsonschema
+    version: another version checks again)."""
+    return plain_digest(schema, document, _library())
 
 
 class Verdicts:

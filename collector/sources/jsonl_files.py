@@ -275,7 +275,7 @@ class JsonlFiles:
         observed = time.time_ns()
         stream = self.stream_prefix + path
         meta = {"path": path}  # one for the file's records: records are not changed once made
-        agent, kind, fp, plain, stats = self.agent, self.kind, ident.fingerprint, self._plain, self.stats
+        fp, plain, stats, extra = ident.fingerprint, self._plain, self.stats, path in self.extra_paths
         last: Position | None = None
         while True:
             before = cursor.offset
@@ -284,7 +284,7 @@ class JsonlFiles:
                     last = self._position(path, ident, cursor)
                     yield self._record(path, ident, line, start, observed), last
                     continue
-                last = _LinePosition(stream, ident, cursor.offset, line, path in self.extra_paths)
+                last = _LinePosition(stream, ident, cursor.offset, line, extra)
                 stats.bytes += len(line) + 1
                 try:  # orjson at once; what it refuses or is not an object goes the careful way
                     data = _loads(line) if plain else None
@@ -293,11 +293,7 @@ class JsonlFiles:
                 if data.__class__ is not dict:
                     yield self._record(path, ident, line, start, observed), last
                     continue
-                stats.records += 1
-                if self._agent_of is not None:
-                    agent = self._agent_of(path, data)
-                yield RawRecord(agent, kind, data, fp, str(start), observed, meta, True,
-                                data if strict_json_fits(data) else None), last
+                yield self._made(path, data, fp, start, observed, meta), last
             if cursor.offset == before:
                 break
         self._positions[path] = (last or self._position(path, ident, cursor)).value
@@ -319,16 +315,15 @@ class JsonlFiles:
                 cursor = LineCursor(stored["offset"], stored.get("skipping", False))
                 observed = time.time_ns()
                 for line, start in iter_lines(fd, cursor, self.max_line, 1 << 62):
-                    item_pos = self._position(path, ident, cursor, rotated_to=True)
+                    item_pos = self._position(path, ident, cursor)
                     yield self._record(old_path, ident, line, start, observed), item_pos
             finally:
                 os.close(fd)
         self._rotated = []
 
-    def _position(self, path: str, ident: FileIdentity, cursor: LineCursor, rotated_to: bool = False,
-                  tail: bytes | None = None) -> Position:
-        if tail is not None and not cursor.skipping:  # what the file holds just before the offset
-            return _LinePosition(self.stream_prefix + path, ident, cursor.offset, tail, path in self.extra_paths)
+    def _position(self, path: str, ident: FileIdentity, cursor: LineCursor) -> Position:
+        """The position where no line just ended (a skipped line, the end of a read): the tail digest of
+        the saved position is kept when the offset has not moved (``_LinePosition`` after a line)."""
         value = _position_value(ident, cursor.offset, cursor.skipping)
         if path in self._positions and self._positions[path].get("offset") == cursor.offset:
             value.update({k: v for k, v in self._positions[path].items() if k in ("tail", "tail_len")})
@@ -360,10 +355,15 @@ class JsonlFiles:
             self.stats.malformed += 1
             log.warning("%s@%d: line is not a JSON object, skipped", path, start)
             return None
+        return self._made(path, data, ident.fingerprint, start, observed, {"path": path})
+
+    def _made(self, path: str, data: dict[str, Any], fp: str, start: int, observed: int,
+              meta: dict[str, Any]) -> RawRecord:
+        """The record of a line decoded to an object, checked at the boundary while it is fresh."""
         self.stats.records += 1
-        agent = self._agent_of(path, data) if self._agent_of else self.agent
-        return RawRecord(agent, self.kind, data, ident.fingerprint, str(start), observed, {"path": path},
-                         strict_json=True, checked_data=data if strict_json_fits(data) else None)
+        agent = self._agent_of(path, data) if self._agent_of is not None else self.agent
+        return RawRecord(agent, self.kind, data, fp, str(start), observed, meta, True,
+                         data if strict_json_fits(data) else None)
 
     def _refuse(self, path: str, exc: NotRegular) -> None:
         """Counted every time, logged once per path: a FIFO or a device stays what it is."""

@@ -25,9 +25,11 @@ FILE = Path(__file__).resolve().parent.parent / "data" / "shipped-verdicts.json"
 SCHEMA_CHECK = {"check": "the schema against its meta-schema"}
 
 
-def plain_digest(schema: Mapping[str, Any], document: Any) -> str:
-    """The digest of a (schema, document) pair, whatever the jsonschema version."""
-    h = hashlib.sha256(orjson.dumps(schema, option=orjson.OPT_SORT_KEYS))
+def plain_digest(schema: Mapping[str, Any], document: Any, prefix: bytes = b"") -> str:
+    """The digest of a (schema, document) pair, their canonical JSON (keys sorted) after ``prefix``: none
+    here, whatever the jsonschema version; ``collector.definitions.verdicts`` puts the version there."""
+    h = hashlib.sha256(prefix)
+    h.update(orjson.dumps(schema, option=orjson.OPT_SORT_KEYS))
     h.update(b"\n")
     h.update(orjson.dumps(document, option=orjson.OPT_SORT_KEYS))
     return h.hexdigest()
