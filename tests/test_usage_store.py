@@ -5,13 +5,16 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections import Counter
+from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support import FIXTURES, collect, entry_tokens, prepare_fixture, read_output, usage_tuple
 from usage_support import REAL_CASES, collected, store_db
 
 from collector.config import load_config
+from collector.paths import Paths
 from collector.usage.store import UsageStore
 
 
@@ -117,6 +120,28 @@ CREATE INDEX events_session ON events(session);
 CREATE INDEX events_model ON events(model);"""
 
 
+def _as_older_store(path: Path, select: str, columns: str, script: str) -> list[tuple[Any, ...]]:
+    """The store's events (``SELECT select``) written back after ``script`` made its tables an older
+    schema's; returns those rows."""
+    with closing(sqlite3.connect(path)) as db:
+        rows = db.execute(f"SELECT {select}").fetchall()
+        db.executescript(script)
+        db.executemany(f"INSERT INTO events({columns}) VALUES({','.join('?' * len(rows[0]))})", rows)
+        db.commit()
+    return rows
+
+
+def _adds_nothing_again(paths: Paths, path: Path, rows: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
+    """Every entry of the output is in the older store: opened (and moved over), it adds none of them.
+    Returns those entries."""
+    entries = read_output(paths.output_dir)
+    assert len(rows) == len(entries) > 5
+    store = UsageStore(path)
+    assert store.add(entries) == 0, "the ids of the old table still dedupe"
+    store.close()
+    return entries
+
+
 def test_a_schema_1_store_moves_into_the_rowid_table(tmp_path: Path) -> None:
     """A store written before events became a rowid table: every row is kept, the rollup and reports read
     what they read before, and an entry already in it is still not added twice."""
@@ -124,19 +149,12 @@ def test_a_schema_1_store_moves_into_the_rowid_table(tmp_path: Path) -> None:
 
     paths = collected(FIXTURES / "claude-code" / "tool_then_answer", tmp_path)
     path = paths.data_dir / "usage.sqlite"
-    db = sqlite3.connect(path)
     names = ",".join(_COLUMNS)
-    rows = db.execute(f"SELECT {names} FROM events ORDER BY event_id").fetchall()
-    slots = db.execute("SELECT * FROM slots ORDER BY 1, 2, 3, 4, 5, 6").fetchall()
-    db.executescript(f"DROP TABLE events; {_V1_EVENTS}; UPDATE meta SET value = '1' WHERE key = 'schema_version';")
-    db.executemany(f"INSERT INTO events({names}) VALUES({','.join('?' * len(_COLUMNS))})", rows)
-    db.commit()
-    db.close()
-    entries = read_output(paths.output_dir)
-    assert len(rows) == len(entries) > 5
-    store = UsageStore(path)
-    assert store.add(entries) == 0, "the ids of the old table still dedupe"
-    store.close()
+    with closing(sqlite3.connect(path)) as db:
+        slots = db.execute("SELECT * FROM slots ORDER BY 1, 2, 3, 4, 5, 6").fetchall()
+    rows = _as_older_store(path, f"{names} FROM events ORDER BY event_id", names, f"DROP TABLE events; "
+                           f"{_V1_EVENTS}; UPDATE meta SET value = '1' WHERE key = 'schema_version';")
+    entries = _adds_nothing_again(paths, path, rows)
     db = sqlite3.connect(path)
     assert db.execute(f"SELECT {names} FROM events ORDER BY event_id").fetchall() == rows
     assert db.execute("SELECT * FROM slots ORDER BY 1, 2, 3, 4, 5, 6").fetchall() == slots
@@ -212,19 +230,11 @@ def test_a_schema_2_store_moves_to_the_integer_key(tmp_path: Path) -> None:
         return [{k: v for k, v in report(paths, kind).items() if k != "generated_unix"} for kind in kinds]
 
     before = reports()
-    db = sqlite3.connect(path)
     names = ",".join(_COLUMNS)
-    rows = db.execute(f"SELECT id,{names} FROM events ORDER BY id").fetchall()
-    db.executescript(f"DROP TABLE events; DROP TABLE collided; {_V2_EVENTS}; CREATE INDEX events_time ON "
-                     "events(name, time_ns); UPDATE meta SET value = '2' WHERE key = 'schema_version';")
-    db.executemany(f"INSERT INTO events(id,{names}) VALUES({','.join('?' * (len(_COLUMNS) + 1))})", rows)
-    db.commit()
-    db.close()
-    entries = read_output(paths.output_dir)
-    assert len(rows) == len(entries) > 5
-    store = UsageStore(path)
-    assert store.add(entries) == 0, "the ids of the old table still dedupe"
-    store.close()
+    rows = _as_older_store(path, f"id,{names} FROM events ORDER BY id", f"id,{names}",
+                           f"DROP TABLE events; DROP TABLE collided; {_V2_EVENTS}; CREATE INDEX events_time ON "
+                           "events(name, time_ns); UPDATE meta SET value = '2' WHERE key = 'schema_version';")
+    _adds_nothing_again(paths, path, rows)
     db = sqlite3.connect(path)
     assert db.execute(f"SELECT id,{names} FROM events ORDER BY id").fetchall() == rows
     assert [k for (k,) in db.execute("SELECT k FROM events ORDER BY id")] == [event_key(r[1]) for r in rows]
