@@ -137,6 +137,24 @@ def test_data_gap_transcripts_grow_but_no_hooks(home: Path, capsys: pytest.Captu
     assert "agent claude-code: hooks" not in failed(report)
 
 
+def test_history_from_before_the_install_is_no_data_gap(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Day one: sessions 33 h old, hooks installed now. No FAIL until activity after the install lacks hooks."""
+    transcript = home / ".claude" / "projects" / "-src-app" / "3717dcf6.jsonl"
+    transcript.parent.mkdir(parents=True)
+    transcript.write_text('{"type":"user"}\n')
+    day_ago = time.time() - 33 * 3600
+    os.utime(transcript, (day_ago, day_ago))
+    install(home, "claude-code")
+    capsys.readouterr()
+    code, text, report = doctor(home, capsys)
+    assert "agent claude-code: hooks" not in failed(report), text
+    assert "agent claude-code: integration" not in failed(report), text
+    transcript.touch()  # the agent is used after the install, and no hook arrives: now it is a gap
+    code, text, report = doctor(home, capsys)
+    problem = failed(report)["agent claude-code: hooks"]
+    assert code == 1 and "after our hooks were put in place" in problem and "start a new claude-code session" in problem
+
+
 def test_config_error(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = home / ".config" / "agent-collector" / "config.toml"
     config.parent.mkdir(parents=True)

@@ -83,20 +83,34 @@ def _mtime(path: Path) -> float | None:
         return None
 
 
+def in_place_since(defn: AgentDefinition, paths: Paths) -> float | None:
+    """When our integration of ``defn`` was last written (its newest deploy record), or None if never."""
+    from collector.deploy.records import RecordStore
+
+    times = [r.updated_unix for r in RecordStore(paths).all(defn.id) if r.updated_unix > 0]
+    return max(times) if times else None
+
+
 def check_gap(defn: AgentDefinition, paths: Paths, now: float) -> list[Finding]:
+    """A data gap is transcript activity, while our hooks were in place, with no hook event to match it.
+
+    Activity from before the install (a new user's history) is no gap: hooks could not have seen it.
+    """
     has_hooks = any(s.get("kind") == "spool" for s in defn.sources) and bool(defn.integrations)
+    since = in_place_since(defn, paths)
     transcript = newest_transcript(defn, paths)
-    if not has_hooks or transcript is None or transcript < now - RECENT_S:
+    if not has_hooks or since is None or transcript is None or transcript < max(now - RECENT_S, since):
         return []
     hook = newest_hook(defn, paths)
     name = f"agent {defn.id}: hooks"
     if hook is None or transcript - hook > GAP_S:
-        since = "no hook event ever arrived" if hook is None else f"the last hook event arrived {_ago(now, hook)}"
-        return [error(name, f"its sessions were active {_ago(now, transcript)} but {since}: a data gap "
-                      "(tokens still come from the transcripts; live status, permission waits and hook-only "
-                      "events are missing)",
-                      f"see the integration findings above; `agent-collector install --agent {defn.id}` and "
-                      "start a new agent session; with http hooks the daemon must be running")]
+        since_text = "no hook event ever arrived" if hook is None else f"the last hook event arrived {_ago(now, hook)}"
+        return [error(name, f"its sessions were active {_ago(now, transcript)}, after our hooks were put in place "
+                      f"({_ago(now, since)}), but {since_text}: a data gap (tokens still come from the "
+                      "transcripts; live status, permission waits and hook-only events are missing)",
+                      f"start a new {defn.id} session (an agent loads its hooks when a session starts); if the "
+                      "gap stays, look at the integration findings above, and with http hooks the daemon must "
+                      "be running")]
     return [ok(name, f"hook events arriving (last {_ago(now, hook)})")]
 
 
