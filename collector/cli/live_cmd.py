@@ -14,6 +14,7 @@ from collector.cli.common import add_home, add_json, fail, paths_from, print_jso
 from collector.config import ConfigError, load_config
 from collector.ingest.secret import read_token, recorded_port
 from collector.ingest.server import TOKEN_HEADER
+from collector.util.short_ids import shortest_unique
 
 LABELS = {"waiting_for_input": "WAITING", "ready_for_review": "review", "error": "ERROR"}
 
@@ -23,12 +24,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "sessions", help="live sessions: status, tokens, tool calls, errors (from the running daemon)",
         description="Asks the running daemon (loopback ingest server, GET /v1/sessions) for every session "
                     "it has seen: agent, status (idle, running, waiting_for_input, ready_for_review, closed, "
-                    "error), today's tokens, tool calls and errors. Needs `agent-collector run`.",
+                    "error), today's tokens, tool calls and errors. Shows the live ones (active within the agent's "
+                    "idle timeout; 30 min for agents without one) unless --all. Needs `agent-collector run`.",
     )
     add_home(parser)
     add_json(parser)
     parser.add_argument("--url", help="daemon address (default: http://127.0.0.1:<ingest.port>)")
-    parser.add_argument("--all", action="store_true", help="include closed sessions")
+    parser.add_argument("--all", action="store_true",
+                        help="include closed sessions and those idle past their agent's idle timeout")
     parser.set_defaults(func=cmd_sessions)
 
 
@@ -77,16 +80,17 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
         return fail(f"no daemon answers at {url} ({reason}); start it with `agent-collector run`", 1)
-    if not args.all:
-        sessions = [s for s in sessions if s.get("status") != "closed"]
+    if not args.all:  # live: active within the agent's idle timeout (older daemons: not closed)
+        sessions = [s for s in sessions if s.get("live", s.get("status") != "closed")]
     if args.json:
         print_json({"sessions": sessions})
         return 0
     if not sessions:
-        print("no sessions" + ("" if args.all else " (closed ones hidden; --all shows them)"))
+        print("no live sessions" + ("" if args.all else " (closed and idle-timed-out ones hidden; --all shows them)"))
         return 0
+    short = shortest_unique(str(s.get("session_id", "")) for s in sessions)
     rows = [[
-        s.get("agent"), str(s.get("session_id", ""))[:12], LABELS.get(str(s.get("status")), s.get("status")),
+        s.get("agent"), short[str(s.get("session_id", ""))], LABELS.get(str(s.get("status")), s.get("status")),
         _ago(s.get("status_since_unix_nano")), os.path.basename(str(s.get("workspace") or "").rstrip("/")),
         s.get("input_tokens_today", 0), s.get("output_tokens_today", 0), s.get("tool_calls_today", 0),
         s.get("errors_today", 0),

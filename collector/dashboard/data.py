@@ -14,6 +14,7 @@ from collector.usage.prices import CACHE_NAME, PriceTable, table_version
 from collector.usage.query import Filters, Totals, fold, grouped
 from collector.usage.report import totals_json
 from collector.usage.store import connect
+from collector.util.short_ids import shortest_unique
 
 FAILURES = 25
 KINDS = ("daily", "agent", "model", "project")
@@ -37,7 +38,7 @@ def usage_view(store: Path, snapshot: dict[str, Any], tz: tzinfo, tz_name: str, 
     try:
         prices = PriceTable(store.with_name(CACHE_NAME))
         rows = grouped(db, KINDS, Filters(since_ns=since_ns), tz, prices)  # one pass for all four tables
-        failures = _failures(db, since_ns, capture)
+        failures = _label_failures(_failures(db, since_ns, capture))
     finally:
         db.close()
     prices.save()
@@ -82,10 +83,18 @@ def _failures(db: sqlite3.Connection, since_ns: int, capture: bool) -> list[dict
 
 
 def _sessions(snapshot: dict[str, Any]) -> list[dict[str, Any]]:
+    """The live sessions only (active within their agent's idle timeout), each with a label unique among them."""
     keep = ("agent", "session_id", "status", "status_since_unix_nano", "last_event_unix_nano", "workspace",
             "model", "input_tokens_today", "output_tokens_today", "tool_calls_today", "errors_today")
-    return [{k: s.get(k) for k in keep} | {"waiting": len(s.get("waiting_for") or [])}
-            for s in snapshot.get("sessions") or []]
+    live = [s for s in snapshot.get("sessions") or [] if isinstance(s, dict) and s.get("live")]
+    labels = shortest_unique(str(s.get("session_id") or "") for s in live)
+    return [{k: s.get(k) for k in keep} | {"waiting": len(s.get("waiting_for") or []),
+                                           "label": labels[str(s.get("session_id") or "")]} for s in live]
+
+
+def _label_failures(failures: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    labels = shortest_unique(str(f.get("session") or "") for f in failures)
+    return [f | {"session_label": labels[str(f.get("session") or "")]} for f in failures]
 
 
 def _health(snapshot: dict[str, Any]) -> dict[str, Any]:

@@ -81,6 +81,7 @@ CONTEXT_FIELDS = ("user.id", "host.name", "workspace.path", "gen_ai.turn.id", "s
 _MAX_RECENT_TOOLS = 64  # PreToolUse calls remembered per session to pair permission requests
 _MAX_COUNTED_IDS = 4096  # tool call / event ids remembered per session so replays do not count twice
 NEVER = 2**62  # the due time of an open session whose agent has no idle timeout
+LIVE_DEFAULT_NS = 1800 * 10**9  # "live" for an agent with no idle timeout: activity within 30 min
 
 
 @dataclass(frozen=True, slots=True)
@@ -501,14 +502,17 @@ class SessionStatusTracker:
 
     def sessions(self, now_ns: int | None = None) -> list[dict[str, Any]]:
         """The live picture, most recently active first. Counters are today's (local time)."""
-        today = self._day_of(now_ns if now_ns is not None else time.time_ns())
+        now_ns = now_ns if now_ns is not None else time.time_ns()
+        today = self._day_of(now_ns)
         out = []
         for _, state in reversed(list(self._sessions.items())):
             counters = state.counters if state.counters.day == today else Counters(day=today)
+            live = self._is_live(state, now_ns)
             out.append({
                 "agent": state.agent,
                 "session_id": state.session_id,
-                "status": state.status,
+                "status": state.status or (IDLE if live else CLOSED),  # no hook seen: judged by its activity
+                "live": live,
                 "status_since_unix_nano": state.status_since_ns or None,
                 "last_event_unix_nano": state.last_event_ns or None,
                 "last_hook_event": state.last_hook_event,
@@ -521,6 +525,14 @@ class SessionStatusTracker:
                 "waiting_for": [w.to_dict(k) for k, w in state.waits.items()],
             })
         return out
+
+    def _is_live(self, state: SessionState, now_ns: int) -> bool:
+        """Not closed, and active within its agent's idle timeout (30 min for an agent that has none)."""
+        if state.status == CLOSED or state.base == CLOSED:
+            return False
+        limit = self._idle_ns(state.agent) if self._idle_ns is not None else None
+        last = max(state.last_event_ns, state.last_signal_ns)
+        return bool(last) and now_ns - last < (limit or LIVE_DEFAULT_NS)
 
     def summary(self) -> dict[str, int]:
         counts = dict.fromkeys(STATUSES, 0)

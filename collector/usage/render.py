@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from collector.util.short_ids import shortest_unique
+
 KEY_HEADERS = {"daily": "Date", "weekly": "Week of", "monthly": "Month", "session": "Session",
                "model": "Model", "agent": "Agent", "project": "Project", "blocks": "Block (5 h)"}
 COLUMNS = (("Input", "uncached_input_tokens"), ("Cache read", "cache_read_tokens"),
@@ -35,11 +37,16 @@ def money(row: dict[str, Any]) -> str:
     return text
 
 
-def _label(report: dict[str, Any], row: dict[str, Any]) -> str:
+def _short_ids(report: dict[str, Any]) -> dict[str, str]:
+    """Session ids shortened only where the short form is unique in this report."""
+    return shortest_unique(str(r["session"]) for r in report["rows"]) if report["report"] == "session" else {}
+
+
+def _label(report: dict[str, Any], row: dict[str, Any], short: dict[str, str]) -> str:
     kind = report["report"]
     if kind == "session":
         project = (row.get("project") or "").rstrip("/").rsplit("/", 1)[-1]
-        return f"{row['agent']} {row['session'][:8]}" + (f" {project}" if project else "")
+        return f"{row['agent']} {short[str(row['session'])]}" + (f" {project}" if project else "")
     if kind == "blocks":
         return row["start"].replace("T", " ") + (" (active)" if row.get("active") else "")
     return str(row["key"])
@@ -62,8 +69,9 @@ def _table(report: dict[str, Any], breakdown: bool, exact: bool, short: bool = F
     names = SHORT if short else tuple(h for h, _ in COLUMNS)
     headers = [KEY_HEADERS[report["report"]]] + list(names) + ["Cost"]
     body: list[list[str]] = []
+    ids = _short_ids(report)
     for row in report["rows"]:
-        body.append(_cells(_label(report, row), row, exact))
+        body.append(_cells(_label(report, row, ids), row, exact))
         if breakdown and report["report"] != "model":
             body.extend(_cells("  " + m["model"], m, exact) for m in row["models"])
     total = _cells("Total", report["total"], exact)
@@ -92,8 +100,9 @@ def _notes(report: dict[str, Any]) -> list[str]:
         notes.append(f"* {unpriced} calls of models the price table does not know are not in the cost: "
                      f"{', '.join(models)}")
     differ = [r for r in report["rows"] if r["cost_differs"]]
+    short = _short_ids(report) if differ else {}
     for row in differ:
-        notes.append(f"! {_label(report, row)}: the agent itself reported ${row['agent_cost_usd']:,.4f}")
+        notes.append(f"! {_label(report, row, short)}: the agent itself reported ${row['agent_cost_usd']:,.4f}")
     if not report["rows"]:
         notes.insert(0, "No usage recorded for this selection.")
     return notes

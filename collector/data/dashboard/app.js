@@ -45,7 +45,6 @@ function ago(ns) {
   if (s < 172800) return (s / 3600).toFixed(1) + " h ago";
   return Math.round(s / 86400) + " days ago";
 }
-const short = (id) => (id || "").slice(0, 8);
 const base = (path) => (path || "").replace(/\/+$/, "").split("/").pop() || "(none)";
 
 function card(label, value, key) {
@@ -108,7 +107,7 @@ function sessionsTable(sessions) {
   const head = el("tr", {}, ...["Agent", "Session", "Status", "Project", "Model", "Input today", "Output today",
     "Tools today", "Errors today", "Last event"].map((h) => el("th", {}, h)));
   const rows = sessions.map((s) => el("tr", {},
-    el("td", {}, s.agent), el("td", { title: s.session_id }, short(s.session_id)),
+    el("td", {}, s.agent), el("td", { title: s.session_id }, s.label || s.session_id),
     el("td", { class: "text" }, el("span", { class: `status ${s.status}`, "data-k": `session:${s.session_id}:status` },
       s.status + (s.waiting ? ` (${s.waiting} waiting)` : ""))),
     el("td", { class: "text", title: s.workspace || "" }, base(s.workspace)), el("td", { class: "text" }, s.model || ""),
@@ -122,7 +121,7 @@ function failuresTable(failures) {
   if (!failures.length) return el("p", { class: "empty" }, "no tool failures or errors in this window");
   const head = el("tr", {}, ...["When", "Agent", "Session", "What", "Detail"].map((h) => el("th", {}, h)));
   const rows = failures.map((f) => el("tr", { "data-k": "failure" },
-    el("td", { class: "muted" }, ago(f.time_unix_nano)), el("td", {}, f.agent), el("td", {}, short(f.session)),
+    el("td", { class: "muted" }, ago(f.time_unix_nano)), el("td", {}, f.agent), el("td", { title: f.session || "" }, f.session_label || f.session || ""),
     el("td", { class: "text bad" }, f.kind === "tool" ? `tool ${f.tool || "?"} failed` :
       `${f.error_type || "error"}${f.http_status ? " (HTTP " + f.http_status + ")" : ""}`),
     el("td", { class: "text muted" }, f.detail || "")));
