@@ -33,7 +33,12 @@ def parse(record: RawRecord) -> list[AgentActivityEntry]:
         if handler is None:  # most lines (attachments, queue operations, ...) make nothing
             return []
         session = record.data.get("sessionId")
-        return handler(record, record.data, session if isinstance(session, str) else None)
+        entries = handler(record, record.data, session if isinstance(session, str) else None)
+        cwd = record.data.get("cwd")  # every transcript line names the working directory
+        if isinstance(cwd, str) and cwd:
+            for entry in entries:
+                entry.attributes.setdefault("workspace.path", cwd)
+        return entries
     return _parse_hook(record)
 
 

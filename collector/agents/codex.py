@@ -56,6 +56,7 @@ from collector.agents.common import (
     text_message,
     usage_attributes,
 )
+from collector.agents.lookbehind import lines_before
 from collector.model import AgentActivityEntry, RawRecord
 
 _THREAD_IN_NAME = re.compile(r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.jsonl$")
@@ -244,13 +245,29 @@ def _token_count(line: _Line) -> list[AgentActivityEntry]:
     return _llm_response(line, info.get("last_token_usage"), info.get("total_token_usage"), {})
 
 
+def _model_before(line: _Line) -> str | None:
+    """The model of the turn a token line belongs to: no token line names it, the nearest earlier
+    ``turn_context`` does (``"model": "gpt-5.5"``; a ``/model`` switch writes a new one). The rollout is
+    append-only, so the answer is the same on every read."""
+    path, offset = line.record.meta.get("path"), line.record.position
+    if not isinstance(path, str) or not offset.isdigit():
+        return None
+    for data in lines_before(path, int(offset)):
+        if data.get("type") == "turn_context":
+            payload = data.get("payload")
+            return _str(payload.get("model")) if isinstance(payload, dict) else None
+    return None
+
+
 def _llm_response(line: _Line, last: Any, total: Any, extra: dict[str, Any]) -> list[AgentActivityEntry]:
     if not isinstance(last, dict) or not isinstance(total, dict) or not as_int(last.get("total_tokens")):
         return []
     fields = ("total_tokens", "input_tokens", "output_tokens")
     key = "usage:" + ":".join(str(as_int(u.get(f))) for u in (total, last) for f in fields)
+    model = _model_before(line)
     attrs: dict[str, Any] = {
         "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": model,  # what Codex asked for; it records no response model
         **extra,
         **usage_attributes(
             as_int(last.get("input_tokens")),

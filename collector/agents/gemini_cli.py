@@ -54,6 +54,7 @@ from collector.agents.common import (
     usage_attributes,
 )
 from collector.agents.gemini_links import SubagentFile, subagent_of
+from collector.agents.gemini_projects import project_of
 from collector.model import AgentActivityEntry, RawRecord
 
 HEADER_BYTES = 64 * 1024
@@ -63,10 +64,19 @@ _FINAL = {"success": "success", "error": "error", "cancelled": "cancelled"}
 
 def parse(record: RawRecord) -> list[AgentActivityEntry]:
     if record.kind == "transcript":
-        return _parse_chat_line(record)
+        return _in_project(record, _parse_chat_line(record))
     if record.kind == "json_file":
-        return _parse_document(record)
+        return _in_project(record, _parse_document(record))
     return _parse_hook(record)
+
+
+def _in_project(record: RawRecord, entries: list[AgentActivityEntry]) -> list[AgentActivityEntry]:
+    """A chat log's entries get the working directory Gemini's project index gives its folder."""
+    if entries:
+        project = project_of(str(record.meta.get("path", "")))
+        for entry in entries if project else ():
+            entry.attributes.setdefault("workspace.path", project)
+    return entries
 
 
 # ---------------------------------------------------------------------------------------------- hooks

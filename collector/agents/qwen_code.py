@@ -200,6 +200,10 @@ def _parse_chat(record: RawRecord) -> list[AgentActivityEntry]:
     scope = _subagent_scope(data.get("agentId"), data.get("agentName"))  # a sub-agent's own log
     for entry in entries if scope else []:
         entry.attributes.update(scope)
+    cwd = data.get("cwd")  # every chat record names the working directory
+    if isinstance(cwd, str) and cwd:
+        for entry in entries:
+            entry.attributes.setdefault("workspace.path", cwd)
     return entries
 
 

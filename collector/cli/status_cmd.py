@@ -129,6 +129,10 @@ def cmd_status(args: argparse.Namespace) -> int:
             if odd:
                 print(f"{n}: {', '.join(odd)}")
         print_polled(sources)
+    missing = (status.get("pipeline") or {}).get("without_model") or {}
+    if missing:  # a parser gap: the agent's records named no model for these calls
+        print("model calls whose agent record named no model (priced by the session's model if any): "
+              + ", ".join(f"{a}={n}" for a, n in sorted(missing.items())))
     print_external(status.get("external_agents"))
     exporters = status.get("exporters", {})
     if exporters:

@@ -25,6 +25,7 @@ from collector.pipeline.dedupe import Deduper
 from collector.pipeline.masking import Masker, default_masker
 from collector.pipeline.quarantine import Due, Quarantine, describe
 from collector.pipeline.turns import TurnMarker
+from collector.pipeline.workspace import WorkspaceRoots
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -55,6 +56,9 @@ class PipelineStats:
     unknown_agent: int = 0
     quarantined: int = 0
     by_event: dict[str, int] = field(default_factory=dict)
+    # model calls (llm.response) whose agent record named no model, per agent: a parser gap, not a normal
+    # case (reports can then price them only by the session's model, if it has one)
+    without_model: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -79,6 +83,7 @@ class Pipeline:
         turns: TurnMarker | None = None,
         masker: Masker | None = None,
         guard: CrashGuard | None = None,
+        workspaces: WorkspaceRoots | None = None,
     ) -> None:
         self.agents = agents
         self.resource = resource
@@ -94,6 +99,7 @@ class Pipeline:
         self._stage = "parse"  # where the record being processed is, for the quarantine's reason
         self.guard = guard  # names the record being processed, for the next start if this process dies
         self._encoded: dict[int, bytes] = {}  # id(entry) -> its JSON, for the entries of the batch in hand
+        self.workspaces = workspaces if workspaces is not None else WorkspaceRoots()
 
     def process(self, records: Iterable[RawRecord]) -> Output:
         """Every record is processed on its own guard: one that fails at any stage goes to the quarantine
@@ -229,6 +235,7 @@ class Pipeline:
             entry.setdefault(key, value)
         if settings and settings.provider and _calls_the_model(entry):
             entry.setdefault("gen_ai.provider.name", settings.provider)
+        self.workspaces.apply(entry)
         self._stage = "correlate"
         self.correlator.apply(entry)
         self._stage = "turns"
@@ -245,7 +252,12 @@ class Pipeline:
         self.stats.entries += 1
         name = entry["event.name"]
         self.stats.by_event[name] = self.stats.by_event.get(name, 0) + 1
+        if name == "llm.response" and not any(entry.get(k) for k in _MODEL_KEYS):
+            self.stats.without_model[agent] = self.stats.without_model.get(agent, 0) + 1
         return entry
+
+
+_MODEL_KEYS = ("gen_ai.response.model", "gen_ai.request.model", "agent.model")
 
 
 def _discovered(record: RawRecord, fields: tuple[str, ...]) -> list[tuple[str, str]]:

@@ -208,7 +208,8 @@ def session_row(entry: dict[str, Any]) -> tuple[Any, ...] | None:
     time_ns = int(entry["time_unix_nano"])
     status = _text(entry, "session.status") if entry["event.name"] == "session.status" else None
     model = _text(entry, "agent.model") or _text(entry, "gen_ai.response.model") or _text(entry, "gen_ai.request.model")
-    return (entry["gen_ai.agent.type"], session, _text(entry, "workspace.path") or "", model or "", time_ns, time_ns,
+    project = _text(entry, "workspace.root") or _text(entry, "workspace.path")
+    return (entry["gen_ai.agent.type"], session, project or "", model or "", time_ns, time_ns,
             status or "", time_ns if status else "")
 
 
