@@ -2,7 +2,7 @@
 # Uninstall agent-collector for the current user (POSIX sh): stop and remove the service, take our
 # integrations out of every agent (only entries marked as ours; a config file nobody else touched comes
 # back byte for byte, files we created are deleted), remove the program. Collected data (spool, output,
-# state, queues) and the config are kept unless --purge.
+# state, queues) and the config are kept unless --purge; the spool (raw hook payloads) is always deleted.
 set -eu
 
 usage() {
@@ -99,11 +99,14 @@ fi
 if [ -d "$VENV" ]; then run rm -rf "$VENV"; fi
 run rm -f "$DATA_DIR/service.env" "$DATA_DIR/service.mode" "$DATA_DIR/agent-collector.pid" \
   "$DATA_DIR/agent-collector.supervisor.pid" "$DATA_DIR/service.last-exit"
+# the spool holds raw hook payloads (prompts, tool arguments) whatever the capture setting: it goes even
+# without --purge, once the daemon is stopped (nothing reads it any more)
+if [ -d "$DATA_DIR/spool" ] && [ ! -L "$DATA_DIR/spool" ]; then run rm -rf "$DATA_DIR/spool"; fi
 if [ "$PURGE" = 1 ]; then
   run rm -rf "$DATA_DIR"
   run rm -rf "$CONFIG_DIR"
 else
-  say "kept collected data in $DATA_DIR and the config in $CONFIG_DIR (--purge removes them)"
+  say "kept collected data in $DATA_DIR and the config in $CONFIG_DIR (--purge removes them); deleted the spool"
 fi
 [ "$DRY" = 1 ] && say "dry run: nothing was changed"
 exit "$status"

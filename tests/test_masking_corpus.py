@@ -73,13 +73,13 @@ def test_the_positives_are_what_the_generator_makes() -> None:
 
 def test_corpus_size_and_spread() -> None:
     types = Counter(p["type"] for p in POSITIVES)
-    assert len(POSITIVES) >= 300 and len(types) >= 60
+    assert len(POSITIVES) >= 900 and len(types) >= 150
     assert set(types) >= REQUIRED_TYPES
     assert {p["context"] for p in POSITIVES} == CONTEXTS
     assert all(n >= 5 for n in types.values())
     kinds = Counter(n["kind"] for n in NEGATIVES)
-    assert len(NEGATIVES) >= 300
-    assert {"near_miss", "digest_or_id", "project_code", "transcript", "prose"} <= set(kinds)
+    assert len(NEGATIVES) >= 600
+    assert {"near_miss", "digest_or_id", "project_code", "transcript", "prose", "lookalike"} <= set(kinds)
     texts = {n["text"] for n in NEGATIVES}
     assert texts >= ISSUE_FALSE_POSITIVES
     assert any("data:image/png;base64," in t for t in texts)
@@ -169,3 +169,23 @@ def test_recall_holds_in_every_context(context: str) -> None:
     samples = [p for p in POSITIVES if p["context"] == context]
     missed = [p["type"] for p in samples if p["secret"] in masked(masker, p)]
     assert len(missed) <= len(samples) * 0.01, missed
+
+
+TYPES = sorted({p["type"] for p in POSITIVES})
+
+
+def test_every_type_names_the_public_document_of_its_format() -> None:
+    sources = _generator().SOURCES
+    assert set(sources) == set(TYPES)
+    assert all(url.startswith("https://") for url in sources.values())
+
+
+@pytest.mark.parametrize("kind", TYPES)
+def test_each_secret_type_is_masked_in_every_context(kind: str) -> None:
+    """One test per type (issue 22 item 6): the secret is gone from all six places people paste it."""
+    masker = default_masker()
+    samples = [p for p in POSITIVES if p["type"] == kind]
+    assert {p["context"] for p in samples} == CONTEXTS
+    for sample in samples:
+        out = masked(masker, sample)
+        assert sample["secret"] not in out and "[REDACTED:" in out, (sample["context"], out[:200])

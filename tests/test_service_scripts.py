@@ -156,7 +156,8 @@ def test_install_upgrade_uninstall_in_a_throwaway_home(sandbox: tuple[Path, dict
     assert not link.is_symlink() and not link.parent.exists(), "the link and the folder we made are gone"
     assert agent_snapshot(home, paths) == original
     assert (home / ".profile").read_bytes() == original_profile
-    assert (data / "spool").is_dir() and (config / "config.toml").exists()
+    assert not (data / "spool").exists(), "the spool holds raw payloads: gone even without --purge"
+    assert checkpoints.exists() and (config / "config.toml").exists()
     purge = sh(UNINSTALL, "--purge", env=env)
     assert purge.returncode == 1 and "cannot remove our hooks" in purge.stderr  # the program is gone already
     assert not data.exists() and not config.exists()
@@ -172,6 +173,27 @@ def wait_running(bin_: Path, env: dict[str, str], timeout: float = 30) -> int:
                 return int(service["pid"])
         time.sleep(0.3)
     raise AssertionError("the daemon is not running according to `agent-collector status`")
+
+
+def test_uninstall_without_purge_deletes_the_spool(sandbox: tuple[Path, dict[str, str]]) -> None:
+    """Issue 23 item 8: raw prompts do not outlive an uninstall; the rest of the data and the config stay."""
+    home, env = sandbox
+    data, config = home / ".local" / "share" / "agent-collector", home / ".config" / "agent-collector"
+    line = '{"ts": 1, "agent": "claude-code", "event": "UserPromptSubmit", "payload": {"prompt": "hello"}}\n'
+    spool = data / "spool" / "claude-code"
+    spool.mkdir(parents=True)
+    (spool / "claude-code-2026-12-01.jsonl").write_text(line)
+    (spool / "claude-code-2026-12-02.jsonl.swept").write_text(line)
+    (data / "state").mkdir()
+    (data / "state" / "checkpoints.sqlite").write_bytes(b"kept")
+    config.mkdir(parents=True)
+    (config / "config.toml").write_text("# mine\n")
+    result = sh(UNINSTALL, env=env)
+    assert not (data / "spool").exists(), result.stdout + result.stderr
+    assert "deleted the spool" in result.stdout
+    assert (data / "state" / "checkpoints.sqlite").read_bytes() == b"kept"
+    assert (config / "config.toml").read_text() == "# mine\n"
+    assert not any(b"hello" in p.read_bytes() for p in home.rglob("*") if p.is_file() and not p.is_symlink())
 
 
 def test_uninstall_dry_run_changes_nothing(sandbox: tuple[Path, dict[str, str]]) -> None:
