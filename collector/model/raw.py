@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+REFUSED = "refused"  # a meta key: why the source refuses the record (the boundary quarantines it with this reason)
+
 
 @dataclass(slots=True)
 class RawRecord:

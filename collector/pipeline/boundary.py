@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from collector.model.raw import RawRecord
+from collector.model.raw import REFUSED, RawRecord
 
 MAX_DEPTH = 64
 MAX_NODES = 1_000_000
@@ -150,7 +150,10 @@ def check_record(record: RawRecord) -> RawRecord:
     """The record itself if every walker can take it (at once when its source checked this very data,
     ``RawRecord.checked_data``); a copy with unsafe values made safe (integers
     beyond int64 and non-finite floats as strings, keys as strings, lone surrogates as U+FFFD);
-    ``Refused`` if too deep or large."""
+    ``Refused`` if too deep or large, or if its source refused it (``REFUSED`` in its meta: a row whose
+    watermark cannot be a position)."""
+    if REFUSED in record.meta:
+        raise Refused(str(record.meta[REFUSED]))
     if record.checked_data is record.data or (record.strict_json and strict_json_fits(record.data)):
         return record
     problem, unsafe = _scan(record.data, MAX_DEPTH, MAX_NODES)

@@ -68,6 +68,7 @@ from collector.model.raw import RawRecord
 from collector.registry import Plugin
 from collector.sources.base import Item, Position, SourceStats
 from collector.sources.context import BuildContext, SourceBuilder
+from collector.sources.position_values import REFUSED, kind_of, restored, saveable, usable_watermark
 from collector.sources.regular import NotRegular, check_regular
 
 log = logging.getLogger(__name__)
@@ -175,9 +176,25 @@ class TableState:
     window: deque[tuple[Any, Any, Any]] = field(default_factory=deque)  # (lookup, wm, key) still to read
     drained: bool = False  # the last window reached the table's end
     version: int = -1  # PRAGMA data_version when it was found: another value means the agent wrote since
+    odd: tuple[Any, Any] | None = None  # (wm, key) of the last row refused for its watermark (not a number)
 
     def as_value(self) -> dict[str, Any]:
-        return {"wm": self.wm, "key": self.key, "ino": self.ino}
+        key = self.key
+        value = {"wm": self.wm, "key": key if key.__class__ is str else saveable(key), "ino": self.ino}
+        if self.odd is not None:
+            value["odd"] = [saveable(self.odd[0]), saveable(self.odd[1])]
+        return value
+
+    @classmethod
+    def of(cls, stored: dict[str, Any]) -> TableState:
+        """The state a saved position gives (a watermark it cannot use: read from the start)."""
+        wm, odd = restored(stored.get("wm")), stored.get("odd")
+        ino = stored.get("ino")
+        state = cls(wm if usable_watermark(wm) else None, restored(stored.get("key")),
+                    ino if ino.__class__ is int else None)
+        if isinstance(odd, list) and len(odd) == 2:
+            state.odd = (restored(odd[0]), restored(odd[1]))
+        return state
 
 
 class BusyError(Exception):
@@ -212,8 +229,8 @@ class SqliteRows:
         self._queried_at = 0.0
         self._state: dict[str, TableState] = {}
         for spec in tables:
-            stored = positions.get(self.stream(spec.table)) or {}
-            self._state[spec.table] = TableState(stored.get("wm"), stored.get("key"), stored.get("ino"))
+            stored = positions.get(self.stream(spec.table))
+            self._state[spec.table] = TableState.of(stored if isinstance(stored, dict) else {})
 
     def stream(self, table: str) -> str:
         return f"{self.name}:{table}"
@@ -304,8 +321,13 @@ class SqliteRows:
             observed = time.time_ns()
             make = self._maker(spec, page.names, observed)
             for wm, key, values in page.rows:
-                state.wm, state.key = wm, key  # as each row is handed on: a consumer may stop at any row
-                yield (None if values is None else make(wm, key, values)), Position(stream, state.as_value())
+                if usable_watermark(wm):  # as each row is handed on: a consumer may stop at any row
+                    state.wm, state.key = wm, key
+                    yield (None if values is None else make(wm, key, values)), Position(stream, state.as_value())
+                else:  # kept apart: a position there would pass every later numeric row by
+                    state.odd = (wm, key)
+                    record = None if values is None else self._refused(make(wm, key, values), spec, wm)
+                    yield record, Position(stream, state.as_value())
             if not page.rows:
                 return
 
@@ -363,10 +385,15 @@ class SqliteRows:
         sql = f"SELECT {lookup}, {wm}, {key} FROM {_quote(spec.table)}"
         params: tuple[Any, ...] = ()
         if state.wm is None:
-            sql += f" WHERE {wm} IS NOT NULL"  # a row without a watermark cannot be tracked: never read
+            after = f"{wm} IS NOT NULL"  # a row without a watermark cannot be tracked: never read
         else:
-            sql += f" WHERE {wm} > ? OR ({wm} = ? AND {key} > ?)"
+            after = f"({wm} > ? OR ({wm} = ? AND {key} > ?))"
             params = (state.wm, state.wm, state.key)
+        if state.odd is not None:  # a row was refused for its watermark: the numbers after the last number
+            number = f"(typeof({wm}) IN ('integer', 'real') AND abs({wm}) < 9e999)"  # and the others after it
+            after = f"({after} AND {number}) OR (NOT {number} AND ({wm} > ? OR ({wm} = ? AND {key} > ?)))"
+            params += (state.odd[0], state.odd[0], state.odd[1])
+        sql += f" WHERE {after}"
         sql += f" ORDER BY {wm}, {key} LIMIT {int(self.window_rows)}"
         state.version = _data_version(conn)
         found = conn.execute(sql, params).fetchall()
@@ -445,6 +472,12 @@ class SqliteRows:
                              checked_data=data if plain else None)
 
         return make
+
+    def _refused(self, record: RawRecord, spec: TableSpec, wm: Any) -> RawRecord:
+        """The row as a record the boundary quarantines: its watermark cannot be a position."""
+        self.stats.extra["refused_rows"] = self.stats.extra.get("refused_rows", 0) + 1
+        reason = f"the {spec.table} row's watermark {spec.watermark} is {kind_of(wm)}, not a number"
+        return replace(record, meta={**record.meta, REFUSED: reason})
 
     def _error(self, message: str) -> None:
         self.stats.errors += 1
