@@ -216,6 +216,22 @@ async def test_body_must_be_a_json_object(server: IngestServer, sink: Sink, body
     assert status == 400 and sink.items == []
 
 
+@pytest.mark.parametrize("body", [b'{"session_id": "s1", "prompt": "cut \\ud83d half"}',
+                                  b'{"session_id": "s1", "\\udc00": "lone low"}'])
+async def test_lone_surrogate_is_accepted_as_replacement_character(server: IngestServer, sink: Sink,
+                                                                    body: bytes) -> None:
+    """A lone UTF-16 surrogate escape (Node's emoji cut in half) is taken as U+FFFD, as the spool takes
+    it, not refused with 400; the stored body is valid UTF-8 JSON."""
+    status, _, answer = await exchange(server.port, post(server.port, body, "/v1/hooks/codex?event=notify"))
+    assert (status, answer) == (200, b"{}")
+    ((_, raw, _),) = sink.items
+    stored = orjson.loads(raw)  # strict: would raise on a surrogate
+    assert "\ufffd" in orjson.dumps(stored).decode() and stored["hook_event_name"] == "notify"
+    assert stored["session_id"] == "s1"
+    status, _, _ = await exchange(server.port, post(server.port, body))  # no ?event=: re-encoded too
+    assert status == 200 and "\ufffd" in sink.items[1][1].decode("utf-8")
+
+
 async def test_malformed_requests(server: IngestServer) -> None:
     for raw in (b"GARBAGE\r\n\r\n", b"GET /v1/status HTTP/2\r\nHost: 127.0.0.1\r\n\r\n",
                 b"GET http://x/v1/status HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"):

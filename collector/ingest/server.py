@@ -39,6 +39,8 @@ from urllib.parse import parse_qs
 
 import orjson
 
+from collector.sources import decode
+
 log = logging.getLogger(__name__)
 
 DEFAULT_HOST = "127.0.0.1"
@@ -468,14 +470,21 @@ def body_length(headers: dict[str, str], cap: int) -> int:
 
 
 def with_event_name(body: bytes, event: str | None) -> bytes:
-    """Check that the body is a JSON object; with ``?event=``, name the event if the payload does not."""
+    """Check that the body is a JSON object; with ``?event=``, name the event if the payload does not.
+    A body only the lenient decoder takes (lone UTF-16 surrogates, a BOM) is re-encoded from its decoded
+    form, lone surrogates as U+FFFD, as the spool and the files have them."""
+    strict = True
     try:
         payload = orjson.loads(body)
     except orjson.JSONDecodeError:
-        raise HttpError(400, "body is not JSON") from None
+        try:
+            payload = decode.loads(body)
+        except orjson.JSONDecodeError:
+            raise HttpError(400, "body is not JSON") from None
+        strict = False
     if not isinstance(payload, dict):
         raise HttpError(400, "body must be a JSON object")
     if event and not payload.get("hook_event_name"):
         payload["hook_event_name"] = event
         return orjson.dumps(payload)
-    return body
+    return body if strict else orjson.dumps(payload)
