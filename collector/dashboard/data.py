@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Mapping
 from datetime import date, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,8 @@ KINDS = ("daily", "agent", "model", "project")
 
 
 def usage_view(store: Path, snapshot: dict[str, Any], tz: tzinfo, tz_name: str, days: int,
-               capture: bool, now: float | None = None) -> dict[str, Any]:
+               capture: bool, now: float | None = None,
+               own_prices: Mapping[str, Mapping[str, float]] | None = None) -> dict[str, Any]:
     now = time.time() if now is None else now
     today = datetime.fromtimestamp(now, tz).date()
     first = today - timedelta(days=days - 1)
@@ -36,7 +38,7 @@ def usage_view(store: Path, snapshot: dict[str, Any], tz: tzinfo, tz_name: str, 
                 "by_agent": [], "by_model": [], "by_project": [], "total": None, "recent_failures": []}
     db = connect(store, readonly=True)
     try:
-        prices = PriceTable(store.with_name(CACHE_NAME))
+        prices = PriceTable(store.with_name(CACHE_NAME), own_prices)
         rows = grouped(db, KINDS, Filters(since_ns=since_ns), tz, prices)  # one pass for all four tables
         failures = _label_failures(_failures(db, since_ns, capture))
     finally:

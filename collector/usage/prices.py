@@ -12,11 +12,16 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
-from dataclasses import dataclass
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+
+from collector.usage.config_prices import ConfigPrices
+from collector.usage.rates import Rates
+
+__all__ = ["CACHE_NAME", "PriceTable", "Rates", "table_version"]
 
 # our gen_ai.provider.name -> genai-prices provider id
 PROVIDERS = {
@@ -26,23 +31,6 @@ PROVIDERS = {
 }
 MILLION = Decimal(1_000_000)
 CACHE_NAME = "usage-prices.json"  # next to the store
-
-
-@dataclass(frozen=True, slots=True)
-class Rates:
-    """USD per token for one model, one day and one input band."""
-
-    uncached: Decimal
-    cache_read: Decimal
-    cache_write: Decimal
-    output: Decimal
-    provider: str
-    model: str
-
-    def cost(self, input_tokens: int, cache_read: int, cache_write: int, output: int) -> Decimal:
-        uncached = max(input_tokens - cache_read - cache_write, 0)
-        return (self.uncached * uncached + self.cache_read * cache_read + self.cache_write * cache_write
-                + self.output * output)
 
 
 def table_version() -> str:
@@ -59,8 +47,10 @@ class PriceTable:
     (keyed by the table's version, so an upgraded genai-prices starts afresh): a report whose models and
     days are all in it never loads the table (which costs a few hundred milliseconds)."""
 
-    def __init__(self, cache_file: Path | None = None) -> None:
+    def __init__(self, cache_file: Path | None = None,
+                 config_prices: Mapping[str, Mapping[str, float]] | None = None) -> None:
         self.version = table_version()
+        self._config = ConfigPrices(config_prices)
         self._cache_file = cache_file
         self._loaded = False
         self._snapshot: Any = None
@@ -98,7 +88,7 @@ class PriceTable:
         starts: set[int] = set()
         known = self._cached.setdefault("thresholds", {})
         for model, provider in models:
-            if not model or not self.available:
+            if not model or not self.available or self._config.rates(model) is not None:
                 continue
             key = f"{model}|{provider or ''}"
             if key not in known:
@@ -151,7 +141,12 @@ class PriceTable:
 
     def rates(self, model: str | None, provider: str | None, day: str, input_tokens: int) -> Rates | None:
         """The rates of a call of ``input_tokens`` input (which decides the long-context tier)."""
-        if not model or not self.available:
+        if not model:
+            return None
+        own = self._config.rates(model)
+        if own is not None:  # the user's [prices] win over every table
+            return own
+        if not self.available:
             return None
         key = (model, provider, day, input_tokens)
         if key not in self._rates:

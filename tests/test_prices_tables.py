@@ -1,0 +1,98 @@
+"""Prices beyond genai-prices: the user's ``[prices]`` (config.toml) and what priced each figure."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from collector.config import ConfigError, load_config
+from collector.usage.store import UsageStore
+
+
+def _call(eid: str, model: str, provider: str, inp: int, out: int, cr: int = 0, cw: int = 0) -> dict[str, Any]:
+    return {"event.id": eid, "event.name": "llm.response", "time_unix_nano": int(time.time() * 1e9),
+            "gen_ai.agent.type": "qwen-code", "gen_ai.session.id": "s1",
+            "gen_ai.response.model": model, "gen_ai.provider.name": provider,
+            "gen_ai.usage.input_tokens": inp, "gen_ai.usage.output_tokens": out,
+            "gen_ai.usage.cache_read.input_tokens": cr, "gen_ai.usage.cache_creation.input_tokens": cw}
+
+
+def _store(tmp_path: Path, entries: list[dict[str, Any]]) -> Path:
+    path = tmp_path / "u.sqlite"
+    store = UsageStore(path)
+    store.add(entries)
+    store.close()
+    return path
+
+
+def _home(tmp_path: Path, config: str = "") -> Path:
+    home = tmp_path / "home"
+    (home / ".config" / "agent-collector").mkdir(parents=True)
+    (home / ".config" / "agent-collector" / "config.toml").write_text(config)
+    return home
+
+
+def _report(home: Path, store: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    from support import env_without_collector
+
+    env = {**env_without_collector(), "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
+           "XDG_DATA_HOME": str(home / ".local/share"), "COLUMNS": "200"}
+    return subprocess.run([sys.executable, "-m", "collector", "report", *args, "--store", str(store)],
+                          capture_output=True, text=True, env=env, timeout=120)
+
+
+def _rows(result: subprocess.CompletedProcess[str]) -> dict[str, dict[str, Any]]:
+    assert result.returncode == 0, result.stderr
+    return {row["key"]: row for row in json.loads(result.stdout)["rows"]}
+
+
+def test_a_config_price_wins_over_the_tables(tmp_path: Path) -> None:
+    store = _store(tmp_path, [_call("a", "claude-sonnet-4-5", "anthropic", 100_000, 1000, cr=50_000, cw=10_000)])
+    home = _home(tmp_path, '[prices."claude-sonnet-4-5"]\ninput = 1.0\noutput = 5.0\ncache_read = 0.1\n'
+                           'cache_write = 1.25\n')
+    (row,) = _rows(_report(home, store, "model", "--json")).values()
+    want = (40_000 * 1.0 + 50_000 * 0.1 + 10_000 * 1.25 + 1000 * 5.0) / 1e6  # not the table's $3 / $15
+    assert row["cost_usd"] == pytest.approx(want, abs=1e-12) and row["unpriced_calls"] == 0
+
+
+def test_a_config_price_without_cache_rates_prices_cache_at_the_input_rate(tmp_path: Path) -> None:
+    store = _store(tmp_path, [_call("a", "my-local-model", "", 3000, 100, cr=1000, cw=500)])
+    home = _home(tmp_path, '[prices."my-local-model"]\ninput = 2\noutput = 8\n')
+    (row,) = _rows(_report(home, store, "model", "--json")).values()
+    assert row["cost_usd"] == pytest.approx((3000 * 2 + 100 * 8) / 1e6, abs=1e-12)
+
+
+def test_a_model_in_no_table_stays_unpriced_never_zero(tmp_path: Path) -> None:
+    store = _store(tmp_path, [_call("a", "no-such-model-xyz", "", 1000, 10)])
+    (row,) = _rows(_report(_home(tmp_path), store, "model", "--json")).values()
+    assert row["cost_usd"] is None and row["unpriced_calls"] == 1
+
+
+@pytest.mark.parametrize(("text", "key", "why"), [
+    ('[prices."qwen3-coder-plus"]\ninput = "cheap"\noutput = 5\n', "prices.qwen3-coder-plus.input", "a number"),
+    ('[prices."qwen3-coder-plus"]\ninput = -1\noutput = 5\n', "prices.qwen3-coder-plus.input", "between 0"),
+    ('[prices."qwen3-coder-plus"]\ninput = 1\n', "prices.qwen3-coder-plus", "needs output"),
+    ('[prices."qwen3-coder-plus"]\ninput = 1\noutput = 5\ncache_reed = 0.1\n', "prices.qwen3-coder-plus.cache_reed",
+     "did you mean 'cache_read'?"),
+    ('[prices]\nqwen = 3\n', "prices.qwen", "must be an object"),
+])
+def test_a_bad_price_is_a_config_error_naming_the_key(tmp_path: Path, text: str, key: str, why: str) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, env={}, known_agents=())
+    message = str(caught.value)
+    assert f": {key}: " in message and why in message, message
+
+
+def test_a_bad_price_stops_the_report_with_that_error(tmp_path: Path) -> None:
+    store = _store(tmp_path, [_call("a", "qwen3-coder-plus", "", 1000, 10)])
+    home = _home(tmp_path, '[prices."qwen3-coder-plus"]\ninput = "cheap"\noutput = 5\n')
+    result = _report(home, store, "model", "--json")
+    assert result.returncode != 0 and "prices.qwen3-coder-plus.input" in result.stderr, result.stderr
