@@ -96,3 +96,84 @@ def test_a_bad_price_stops_the_report_with_that_error(tmp_path: Path) -> None:
     home = _home(tmp_path, '[prices."qwen3-coder-plus"]\ninput = "cheap"\noutput = 5\n')
     result = _report(home, store, "model", "--json")
     assert result.returncode != 0 and "prices.qwen3-coder-plus.input" in result.stderr, result.stderr
+
+
+# -- the LiteLLM table --------------------------------------------------------------------------------
+
+VENDORED = Path(__file__).resolve().parent.parent / "collector" / "data" / "litellm-prices.json"
+
+
+def _vendored() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(VENDORED.read_text())
+    return data
+
+
+def _tier_cost(tiers: list[dict[str, Any]], inp: int, out: int, cr: int) -> float:
+    """By hand from the vendored numbers: the tier whose range holds the call's whole input."""
+    (tier,) = [t for t in tiers if t["range"][0] < inp <= t["range"][1] or (t["range"][0] == 0 and inp == 0)]
+    return ((inp - cr) * tier["input_cost_per_token"] + cr * tier["cache_read_input_token_cost"]
+            + out * tier["output_cost_per_token"])
+
+
+def test_the_vendored_table_says_where_it_comes_from_and_is_small() -> None:
+    doc = _vendored()
+    assert doc["version"] == "litellm 1.110.2" and "model_prices_and_context_window_backup.json" in doc["source"]
+    assert doc["date"][:2] == "20" and VENDORED.stat().st_size < 1_000_000
+    fields = {"litellm_provider", "input_cost_per_token", "output_cost_per_token", "cache_read_input_token_cost",
+              "cache_creation_input_token_cost", "tiered_pricing"}
+    assert all(set(entry) <= fields for entry in doc["models"].values())
+
+
+def test_qwen3_coder_plus_is_priced_from_litellm_at_each_tier_rate(tmp_path: Path) -> None:
+    tiers = _vendored()["models"]["dashscope/qwen3-coder-plus"]["tiered_pricing"]
+    assert [t["range"][0] for t in tiers] == [0, 32000, 128000, 256000]  # what the cases below cross
+    calls = [(10_000, 200, 4_000), (32_000, 100, 0), (50_000, 500, 20_000), (200_000, 1000, 100_000),
+             (300_000, 2000, 0)]
+    entries = [_call(f"q{i}", "qwen3-coder-plus", "", inp, out, cr=cr) for i, (inp, out, cr) in enumerate(calls)]
+    entries.append(_call("x", "claude-sonnet-4-5", "anthropic", 1000, 10))
+    rows = _rows(_report(_home(tmp_path), _store(tmp_path, entries), "model", "--json"))
+    want = sum(_tier_cost(tiers, inp, out, cr) for inp, out, cr in calls)
+    assert rows["qwen3-coder-plus"]["cost_usd"] == pytest.approx(want, rel=1e-12)
+    assert rows["qwen3-coder-plus"]["unpriced_calls"] == 0
+    flat = sum(_tier_cost(tiers[:1], min(inp, 32_000), out, min(cr, 32_000)) for inp, out, cr in calls)
+    assert want != pytest.approx(flat)  # the tiers matter here
+
+
+def test_the_rollup_bands_cover_every_litellm_tier() -> None:
+    from collector.usage.rollup import EDGES
+
+    starts = {t["range"][0] for e in _vendored()["models"].values() for t in e.get("tiered_pricing", [])}
+    assert starts - {0} <= set(EDGES)
+
+
+def test_a_provider_prefixed_key_is_found_by_the_model_name() -> None:
+    from collector.usage.litellm_prices import LiteLLMPrices
+
+    table = LiteLLMPrices()
+    found = table.find("qwen3-coder-plus", None)
+    assert found is not None and found[0] == "dashscope/qwen3-coder-plus"
+    assert table.find("no-such-model-xyz", None) is None
+
+
+def _qwen_case() -> Path:
+    from support import FIXTURES
+
+    return FIXTURES / "qwen-code" / "tool_then_answer"
+
+
+@pytest.mark.skipif(not any('"model":"qwen3-coder-plus"' in p.read_text()
+                            for p in (_qwen_case() / "home").rglob("*.jsonl")),
+                    reason="the Qwen fixture names another model")
+def test_the_real_qwen_history_is_fully_priced(tmp_path: Path) -> None:
+    from support import read_output
+    from usage_support import collected
+
+    paths = collected(_qwen_case(), tmp_path)
+    tiers = _vendored()["models"]["dashscope/qwen3-coder-plus"]["tiered_pricing"]
+    calls = [e for e in read_output(paths.data_dir / "output") if e.get("event.name") == "llm.response"]
+    want = sum(_tier_cost(tiers, e["gen_ai.usage.input_tokens"], e["gen_ai.usage.output_tokens"],
+                          e.get("gen_ai.usage.cache_read.input_tokens", 0)) for e in calls)
+    result = _report(paths.home, paths.data_dir / "usage.sqlite", "model", "--json")
+    (row,) = _rows(result).values()
+    assert row["key"] == "qwen3-coder-plus" and row["unpriced_calls"] == 0 and row["calls"] == len(calls) > 0
+    assert row["cost_usd"] == pytest.approx(want, rel=1e-12) and want > 0

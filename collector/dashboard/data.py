@@ -11,7 +11,7 @@ from datetime import date, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Any
 
-from collector.usage.prices import CACHE_NAME, PriceTable, table_version
+from collector.usage.prices import CACHE_NAME, PriceTable
 from collector.usage.query import Filters, Totals, fold, grouped
 from collector.usage.report import totals_json
 from collector.usage.store import connect
@@ -34,7 +34,7 @@ def usage_view(store: Path, snapshot: dict[str, Any], tz: tzinfo, tz_name: str, 
         "sessions": _sessions(snapshot), "health": _health(snapshot),
     }
     if not store.is_file():
-        return {**view, "price_table": table_version(), "daily": _days(first, today, []),
+        return {**view, "price_table": PriceTable().version, "daily": _days(first, today, []),
                 "by_agent": [], "by_model": [], "by_project": [], "total": None, "recent_failures": []}
     db = connect(store, readonly=True)
     try:
