@@ -59,6 +59,7 @@ def test_a_config_price_wins_over_the_tables(tmp_path: Path) -> None:
     (row,) = _rows(_report(home, store, "model", "--json")).values()
     want = (40_000 * 1.0 + 50_000 * 0.1 + 10_000 * 1.25 + 1000 * 5.0) / 1e6  # not the table's $3 / $15
     assert row["cost_usd"] == pytest.approx(want, abs=1e-12) and row["unpriced_calls"] == 0
+    assert row["price_source"] == "config"
 
 
 def test_a_config_price_without_cache_rates_prices_cache_at_the_input_rate(tmp_path: Path) -> None:
@@ -176,4 +177,51 @@ def test_the_real_qwen_history_is_fully_priced(tmp_path: Path) -> None:
     result = _report(paths.home, paths.data_dir / "usage.sqlite", "model", "--json")
     (row,) = _rows(result).values()
     assert row["key"] == "qwen3-coder-plus" and row["unpriced_calls"] == 0 and row["calls"] == len(calls) > 0
+    assert row["price_source"] == "litellm"
     assert row["cost_usd"] == pytest.approx(want, rel=1e-12) and want > 0
+
+
+# -- which table priced it ----------------------------------------------------------------------------
+
+def _mixed(tmp_path: Path) -> tuple[Path, Path]:
+    entries = [_call("a", "claude-sonnet-4-5", "anthropic", 1000, 10), _call("b", "qwen3-coder-plus", "", 2000, 20),
+               _call("c", "my-local-model", "", 3000, 30), _call("d", "no-such-model-xyz", "", 4000, 40)]
+    home = _home(tmp_path, '[prices."my-local-model"]\ninput = 2\noutput = 8\n')
+    return home, _store(tmp_path, entries)
+
+
+def test_every_model_row_says_which_table_priced_it(tmp_path: Path) -> None:
+    home, store = _mixed(tmp_path)
+    result = _report(home, store, "model", "--json")
+    rows = _rows(result)
+    assert {k: r["price_source"] for k, r in rows.items()} == {
+        "claude-sonnet-4-5": "genai-prices", "qwen3-coder-plus": "litellm", "my-local-model": "config",
+        "no-such-model-xyz": None}
+    assert rows["no-such-model-xyz"]["cost_usd"] is None
+    assert json.loads(result.stdout)["total"]["price_source"] == "config, genai-prices, litellm"
+
+
+def test_the_human_report_names_the_table_of_each_model(tmp_path: Path) -> None:
+    home, store = _mixed(tmp_path)
+    result = _report(home, store, "daily", "--breakdown")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "Priced by: config: my-local-model; genai-prices: claude-sonnet-4-5; litellm: qwen3-coder-plus." in lines
+    assert any(x.startswith("Prices: genai-prices ") and "litellm 1.110.2" in x for x in lines)
+    assert any("no-such-model-xyz" in x and x.startswith("* 1 calls") for x in lines)
+
+
+def test_the_dashboard_by_model_rows_say_which_table_priced_them(tmp_path: Path) -> None:
+    from zoneinfo import ZoneInfo
+
+    from collector.dashboard.data import usage_view
+
+    _, store = _mixed(tmp_path)
+    view = usage_view(store, {}, ZoneInfo("UTC"), "UTC", 7, False,
+                      own_prices={"my-local-model": {"input": 2.0, "output": 8.0}})
+    by_model = {r["key"]: r for r in view["by_model"]}
+    assert by_model["my-local-model"]["price_source"] == "config"
+    assert by_model["my-local-model"]["cost_usd"] == pytest.approx((3000 * 2 + 30 * 8) / 1e6, abs=1e-12)
+    assert by_model["qwen3-coder-plus"]["price_source"] == "litellm"
+    assert by_model["claude-sonnet-4-5"]["price_source"] == "genai-prices"
+    assert by_model["no-such-model-xyz"]["price_source"] is None
