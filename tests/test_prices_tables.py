@@ -225,3 +225,21 @@ def test_the_dashboard_by_model_rows_say_which_table_priced_them(tmp_path: Path)
     assert by_model["qwen3-coder-plus"]["price_source"] == "litellm"
     assert by_model["claude-sonnet-4-5"]["price_source"] == "genai-prices"
     assert by_model["no-such-model-xyz"]["price_source"] is None
+
+
+def test_the_table_version_is_read_from_the_header_line_alone() -> None:
+    from collector.usage.litellm_prices import LiteLLMPrices
+
+    table = LiteLLMPrices()
+    assert table.version == _vendored()["version"] and table._doc is None  # not parsed in full for it
+
+
+def test_a_missing_litellm_table_leaves_its_models_unpriced(monkeypatch: pytest.MonkeyPatch) -> None:
+    from collector.usage import litellm_prices
+    from collector.usage.prices import PriceTable
+
+    monkeypatch.setattr(litellm_prices, "FILE", "no-such-prices.json")
+    table = PriceTable()
+    assert table.version.endswith(", none")
+    assert table.rates("qwen3-coder-plus", None, "2026-12-01", 1000) is None
+    assert table.rates("claude-sonnet-4-5", "anthropic", "2026-12-01", 1000) is not None
