@@ -150,6 +150,7 @@ class Config:
     otlp: dict[str, Any] = field(default_factory=dict)  # checked here, interpreted by exporters/otlp_config
     external_agents: ExternalAgentsSection = field(default_factory=ExternalAgentsSection)
     deploy: DeploySection = field(default_factory=DeploySection)
+    prices: dict[str, dict[str, float]] = field(default_factory=dict)  # model -> USD per million (usage.config_prices)
 
     def agent(self, agent_id: str) -> AgentSection:
         return self.agents.get(agent_id) or AgentSection()
@@ -288,9 +289,13 @@ def _describe(error: jsonschema.ValidationError) -> tuple[list[Any], str]:
         lo, hi = error.schema.get("minimum"), error.schema.get("maximum")
         span = f"between {lo} and {hi}" if lo is not None and hi is not None else error.message
         return where, f"must be {span}, not {error.instance!r}"
+    if error.validator == "required" and isinstance(error.instance, Mapping):
+        missing = sorted(k for k in error.validator_value if k not in error.instance)
+        return where, f"needs {', '.join(missing)} (USD per million tokens)" if where[:1] == ["prices"] \
+            else f"needs {', '.join(missing)}"
     if error.validator == "type":
-        return where, f"must be {'an' if error.validator_value == 'integer' else 'a'} {error.validator_value}, " \
-                      f"not {error.instance!r}"
+        kind = error.validator_value
+        return where, f"must be {'an' if str(kind)[:1] in 'aeiou' else 'a'} {kind}, not {error.instance!r}"
     return where, error.message
 
 
@@ -351,10 +356,10 @@ def _normalized(value: Any, node: Mapping[str, Any] | None) -> Any:
 
 
 def _build(data: dict[str, Any]) -> Config:
-    full = _normalized({name: data.get(name, {}) for name in [*SECTIONS, "agents", "otlp"]}, schema())
+    full = _normalized({name: data.get(name, {}) for name in [*SECTIONS, "agents", "otlp", "prices"]}, schema())
     sections = {name: cls(**full[name]) for name, cls in SECTIONS.items()}
     agents = {k: AgentSection(**v) for k, v in full["agents"].items()}
-    return Config(**sections, agents=agents, otlp=full["otlp"])
+    return Config(**sections, agents=agents, otlp=full["otlp"], prices=full["prices"])
 
 
 def _known_agents(config_file: Path) -> list[str]:
@@ -446,4 +451,10 @@ port = 0                     # 0: chosen per user at install, kept in <state dir
 # enabled = true
 # [[otlp.backends]]
 # endpoint = "http://127.0.0.1:4318"
+
+# [prices."qwen3-coder-plus"]  # your own price for a model, USD per million tokens; wins over the tables
+# input = 1.0
+# output = 5.0
+# cache_read = 0.1             # default: the input price
+# cache_write = 1.25           # default: the input price
 """

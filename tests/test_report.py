@@ -81,7 +81,7 @@ def _hand_cost(record: dict[str, Any]) -> Decimal | None:
     try:
         _, model = data_snapshot.get_snapshot().find_provider_model(record["model"], None, None, None)
     except LookupError:
-        return None
+        return _hand_cost_litellm(record)
     price = model.get_prices(datetime.fromtimestamp(record["ts"], UTC))
     inp, outp, cr, cw = usage_tuple(record["api"], record["usage"])
 
@@ -96,6 +96,23 @@ def _hand_cost(record: dict[str, Any]) -> Decimal | None:
     per_m = (rate("input_mtok") * uncached + rate("cache_read_mtok", "input_mtok") * cr
              + rate("cache_write_mtok", "input_mtok") * cw + rate("output_mtok") * outp)
     return per_m / Decimal(1_000_000)
+
+
+def _hand_cost_litellm(record: dict[str, Any]) -> Decimal | None:
+    """A model genai-prices lacks, by hand from the vendored LiteLLM file: its key or ``<provider>/<model>``,
+    the tier whose range start the whole input passes."""
+    table = json.loads((Path(__file__).parent.parent / "collector/data/litellm-prices.json").read_text())["models"]
+    keys = [k for k in table if k == record["model"] or k.endswith("/" + record["model"])]
+    if not keys:
+        return None
+    entry = table[min(keys, key=lambda k: (k.count("/"), len(k), k))]
+    inp, outp, cr, cw = usage_tuple(record["api"], record["usage"])
+    tiers = [t for t in entry.get("tiered_pricing", []) if t["range"][0] == 0 or inp > t["range"][0]]
+    price = tiers[-1] if tiers else entry
+    rate = {k: Decimal(repr(v)) for k, v in price.items() if k != "range"}
+    inrate = rate["input_cost_per_token"]
+    return ((inp - cr - cw) * inrate + cr * rate.get("cache_read_input_token_cost", inrate)
+            + cw * rate.get("cache_creation_input_token_cost", inrate) + outp * rate["output_cost_per_token"])
 
 
 @pytest.mark.parametrize("case", REAL_CASES, ids=IDS)

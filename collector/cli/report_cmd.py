@@ -87,21 +87,22 @@ def build_request(args: argparse.Namespace) -> ReportRequest:
                          until.isoformat() if until else None)
 
 
-def store_path(args: argparse.Namespace) -> Path:
-    if getattr(args, "store", None):
-        return Path(args.store)
+def report_settings(args: argparse.Namespace) -> tuple[Path, dict[str, dict[str, float]]]:
+    """The usage store (``--store`` or the config's) and the user's ``[prices]``."""
     paths = paths_from(args)
-    try:  # the [store] section is all a report needs: skip loading the agent definitions when it can
+    try:  # the [store] and [prices] sections are all a report needs: skip loading the agent definitions
         config = load_config(paths.config_file, known_agents=())
     except ConfigError:  # e.g. an [agents.<id>] section: check it against the real definitions
         config = load_config(paths.config_file)
-    return store_file(paths.data_dir, store_settings(config))
+    if getattr(args, "store", None):
+        return Path(args.store), config.prices
+    return store_file(paths.data_dir, store_settings(config)), config.prices
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     try:
         request = build_request(args)
-        path = store_path(args)
+        path, own_prices = report_settings(args)
     except (ValueError, ConfigError) as exc:
         return fail(str(exc))
     if not path.is_file():
@@ -109,7 +110,7 @@ def cmd_report(args: argparse.Namespace) -> int:
                     f"`agent-collector collect --once`", 1)
     try:
         db = connect(path, readonly=True)
-        prices = PriceTable(path.with_name(CACHE_NAME))
+        prices = PriceTable(path.with_name(CACHE_NAME), own_prices)
         try:
             report = build_report(db, request, prices)
         finally:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Mapping
 from datetime import date, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Any
 
-from collector.usage.prices import CACHE_NAME, PriceTable, table_version
+from collector.usage.prices import CACHE_NAME, PriceTable
 from collector.usage.query import Filters, Totals, fold, grouped
 from collector.usage.report import totals_json
 from collector.usage.store import connect
@@ -21,7 +22,8 @@ KINDS = ("daily", "agent", "model", "project")
 
 
 def usage_view(store: Path, snapshot: dict[str, Any], tz: tzinfo, tz_name: str, days: int,
-               capture: bool, now: float | None = None) -> dict[str, Any]:
+               capture: bool, now: float | None = None,
+               own_prices: Mapping[str, Mapping[str, float]] | None = None) -> dict[str, Any]:
     now = time.time() if now is None else now
     today = datetime.fromtimestamp(now, tz).date()
     first = today - timedelta(days=days - 1)
@@ -32,11 +34,11 @@ def usage_view(store: Path, snapshot: dict[str, Any], tz: tzinfo, tz_name: str, 
         "sessions": _sessions(snapshot), "health": _health(snapshot),
     }
     if not store.is_file():
-        return {**view, "price_table": table_version(), "daily": _days(first, today, []),
+        return {**view, "price_table": PriceTable().version, "daily": _days(first, today, []),
                 "by_agent": [], "by_model": [], "by_project": [], "total": None, "recent_failures": []}
     db = connect(store, readonly=True)
     try:
-        prices = PriceTable(store.with_name(CACHE_NAME))
+        prices = PriceTable(store.with_name(CACHE_NAME), own_prices)
         rows = grouped(db, KINDS, Filters(since_ns=since_ns), tz, prices)  # one pass for all four tables
         failures = _label_failures(_failures(db, since_ns, capture))
     finally:

@@ -18,4 +18,5 @@ def dashboard_route(paths: Paths, config: Config, snapshot: Callable[[], dict[st
     """The route, and the per-user secret it checks (made now when missing)."""
     ensure_token(paths)
     store = store_file(paths.data_dir, store_settings(config))
-    return DashboardRoute(paths, store, snapshot, bool(config.content.capture), local_zone)
+    return DashboardRoute(paths, store, snapshot, bool(config.content.capture), local_zone,
+                          config.prices)

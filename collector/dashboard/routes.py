@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import mimetypes
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import tzinfo
 from importlib import resources
 from pathlib import Path
@@ -49,8 +49,10 @@ def asset(name: str) -> bytes:
 
 class DashboardRoute:
     def __init__(self, paths: Paths, store: Path, snapshot: Callable[[], dict[str, Any]], capture: bool,
-                 local_zone: Callable[[], tuple[tzinfo, str]]) -> None:
+                 local_zone: Callable[[], tuple[tzinfo, str]],
+                 own_prices: Mapping[str, Mapping[str, float]] | None = None) -> None:
         self.paths = paths
+        self.own_prices = own_prices
         self.store = store
         self.snapshot = snapshot
         self.capture = capture
@@ -109,7 +111,8 @@ class DashboardRoute:
             raise HttpError(401, "log in first: open the link `agent-collector dashboard` prints")
         days = _days(request)
         tz, name = self._zone(request)
-        view = usage_view(self.store, self.snapshot(), tz, name, days, self.capture, time.time())
+        view = usage_view(self.store, self.snapshot(), tz, name, days, self.capture, time.time(),
+                          self.own_prices)
         return Response(200, orjson.dumps(view), "application/json", SECURITY)
 
     def _zone(self, request: Request) -> tuple[tzinfo, str]:

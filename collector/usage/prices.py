@@ -1,4 +1,6 @@
-"""Cost from the ``genai-prices`` package's bundled price table: offline, never a network call.
+"""Cost from the user's ``[prices]`` (``config_prices``), then the ``genai-prices`` package's bundled
+table, then the vendored LiteLLM table (``litellm_prices``) for models genai-prices lacks: offline, never
+a network call.
 
 Token semantics: our ``input`` includes cache reads and cache writes (OpenTelemetry), which is also what
 genai-prices expects; it prices the uncached part, cache reads and cache writes each at their own rate
@@ -12,11 +14,17 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
-from dataclasses import dataclass
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+
+from collector.usage.config_prices import ConfigPrices
+from collector.usage.litellm_prices import LiteLLMPrices
+from collector.usage.rates import Rates
+
+__all__ = ["CACHE_NAME", "PriceTable", "Rates", "table_version"]
 
 # our gen_ai.provider.name -> genai-prices provider id
 PROVIDERS = {
@@ -26,23 +34,6 @@ PROVIDERS = {
 }
 MILLION = Decimal(1_000_000)
 CACHE_NAME = "usage-prices.json"  # next to the store
-
-
-@dataclass(frozen=True, slots=True)
-class Rates:
-    """USD per token for one model, one day and one input band."""
-
-    uncached: Decimal
-    cache_read: Decimal
-    cache_write: Decimal
-    output: Decimal
-    provider: str
-    model: str
-
-    def cost(self, input_tokens: int, cache_read: int, cache_write: int, output: int) -> Decimal:
-        uncached = max(input_tokens - cache_read - cache_write, 0)
-        return (self.uncached * uncached + self.cache_read * cache_read + self.cache_write * cache_write
-                + self.output * output)
 
 
 def table_version() -> str:
@@ -59,8 +50,12 @@ class PriceTable:
     (keyed by the table's version, so an upgraded genai-prices starts afresh): a report whose models and
     days are all in it never loads the table (which costs a few hundred milliseconds)."""
 
-    def __init__(self, cache_file: Path | None = None) -> None:
-        self.version = table_version()
+    def __init__(self, cache_file: Path | None = None,
+                 config_prices: Mapping[str, Mapping[str, float]] | None = None) -> None:
+        self._litellm = LiteLLMPrices()
+        self.base_version = table_version()
+        self.version = f"{self.base_version}, {self._litellm.version}"
+        self._config = ConfigPrices(config_prices)
         self._cache_file = cache_file
         self._loaded = False
         self._snapshot: Any = None
@@ -73,7 +68,7 @@ class PriceTable:
 
     @property
     def available(self) -> bool:
-        return self.version != "none"
+        return True  # the vendored LiteLLM table is always there; genai-prices may be missing
 
     def _table(self) -> Any:
         if not self._loaded:
@@ -81,7 +76,7 @@ class PriceTable:
             try:
                 from genai_prices import data_snapshot
             except ImportError:
-                self.version = "none"
+                pass
             else:
                 self._snapshot = data_snapshot.get_snapshot()
         return self._snapshot
@@ -98,7 +93,7 @@ class PriceTable:
         starts: set[int] = set()
         known = self._cached.setdefault("thresholds", {})
         for model, provider in models:
-            if not model or not self.available:
+            if not model or not self.available or self._config.rates(model) is not None:
                 continue
             key = f"{model}|{provider or ''}"
             if key not in known:
@@ -110,7 +105,7 @@ class PriceTable:
     def _model_thresholds(self, model: str, provider: str | None) -> list[int]:
         found = self._lookup(model, provider)
         if found is None:
-            return []
+            return self._litellm.thresholds(model, provider)
         info = found[1]
         starts: set[int] = set()
         for price in info.prices if isinstance(info.prices, list) else [info.prices]:
@@ -151,7 +146,12 @@ class PriceTable:
 
     def rates(self, model: str | None, provider: str | None, day: str, input_tokens: int) -> Rates | None:
         """The rates of a call of ``input_tokens`` input (which decides the long-context tier)."""
-        if not model or not self.available:
+        if not model:
+            return None
+        own = self._config.rates(model)
+        if own is not None:  # the user's [prices] win over every table
+            return own
+        if not self.available:
             return None
         key = (model, provider, day, input_tokens)
         if key not in self._rates:
@@ -167,14 +167,14 @@ class PriceTable:
         rates = self._compute(model, provider, day, input_tokens)
         store[name] = None if rates is None else [str(rates.uncached), str(rates.cache_read),
                                                    str(rates.cache_write), str(rates.output),
-                                                   rates.provider, rates.model]
+                                                   rates.provider, rates.model, rates.source]
         self._dirty = True
         return rates
 
     def _compute(self, model: str, provider: str | None, day: str, input_tokens: int) -> Rates | None:
         found = self._lookup(model, provider)
-        if found is None:
-            return None
+        if found is None:  # the second table, for what genai-prices lacks
+            return self._litellm.rates(model, provider, input_tokens)
         prov, info = found
         when = datetime.strptime(day, "%Y-%m-%d").replace(hour=12, tzinfo=UTC)
         price = info.get_prices(when)
@@ -209,8 +209,9 @@ def _read_cache(path: Path | None, version: str) -> dict[str, Any]:
 def _rates_from(value: Any) -> Rates | None:
     if value is None:
         return None
-    uncached, cache_read, cache_write, output, provider, model = value
-    return Rates(Decimal(uncached), Decimal(cache_read), Decimal(cache_write), Decimal(output), provider, model)
+    uncached, cache_read, cache_write, output, provider, model, source = value
+    return Rates(Decimal(uncached), Decimal(cache_read), Decimal(cache_write), Decimal(output), provider, model,
+                 source)
 
 
 def _find(snapshot: Any, model: str, provider_id: str | None) -> Any:

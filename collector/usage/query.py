@@ -52,6 +52,7 @@ class Totals:
     agent_priced_cost: Decimal = Decimal(0)  # our cost of the calls that carry the agent's own figure
     first_ns: int | None = None
     last_ns: int | None = None
+    price_sources: set[str] = field(default_factory=set)  # the tables that priced these calls
 
     def add(self, other: Totals) -> None:
         self.calls += other.calls
@@ -65,6 +66,7 @@ class Totals:
         self.errors += other.errors
         self.cost += other.cost
         self.unpriced_calls += other.unpriced_calls
+        self.price_sources |= other.price_sources
         self.agent_cost_calls += other.agent_cost_calls
         self.agent_priced_cost += other.agent_priced_cost
         if other.agent_cost is not None:
@@ -241,6 +243,7 @@ def _totals(row: Iterable[Any], prices: PriceTable, representative: Callable[[in
             totals.unpriced_calls = totals.calls
         else:
             totals.cost = rates.cost(totals.input, totals.cache_read, totals.cache_write, totals.output)
+            totals.price_sources = {rates.source}
             if agent_cost_calls:
                 totals.agent_priced_cost = rates.cost(a_in or 0, a_cr or 0, a_cw or 0, a_out or 0)
     return totals

@@ -94,6 +94,9 @@ def _layout(headers: Sequence[str], body: list[list[str]], total: list[str], gap
 def _notes(report: dict[str, Any]) -> list[str]:
     notes = ["", "Input: uncached; cache reads and writes apart (all three are input tokens).",
              f"Prices: {report['price_table']}; times in {report['timezone']}."]
+    by_table = _priced_by(report)
+    if by_table:
+        notes.append(f"Priced by: {by_table}.")
     unpriced = report["total"]["unpriced_calls"]
     if unpriced:
         models = sorted({m["model"] for r in report["rows"] for m in r["models"] if m["cost_usd"] is None})
@@ -106,3 +109,17 @@ def _notes(report: dict[str, Any]) -> list[str]:
     if not report["rows"]:
         notes.insert(0, "No usage recorded for this selection.")
     return notes
+
+
+def _priced_by(report: dict[str, Any]) -> str:
+    """Which table priced which models, when not all came from genai-prices alone."""
+    models: dict[str, set[str]] = {}
+    for row in report["rows"]:
+        for m in row["models"]:
+            for source in (m.get("price_source") or "").split(", "):
+                if source:
+                    models.setdefault(source, set()).add(m["model"] or "unknown")
+    if set(models) <= {"genai-prices"}:
+        return ""
+    return "; ".join(f"{source}: {', '.join(sorted(names))}" for source, names in sorted(models.items()))
+

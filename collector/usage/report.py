@@ -67,6 +67,7 @@ def totals_json(t: Totals, tz: tzinfo) -> dict[str, Any]:
         "errors": t.errors,
         "cost_usd": float(round(t.cost, 10)) if t.priced else None,
         "unpriced_calls": t.unpriced_calls,
+        "price_source": ", ".join(sorted(t.price_sources)) or None,
         "agent_cost_usd": None if t.agent_cost is None else round(t.agent_cost, 10),
         "cost_differs": bool(differs),
         "first_time": _iso(t.first_ns, tz),
