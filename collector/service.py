@@ -241,8 +241,11 @@ class Service:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            holder = _lock_holder(fd)
             os.close(fd)
-            raise AlreadyRunning(f"another agent-collector is using {self.paths.data_dir}") from None
+            raise AlreadyRunning(f"another agent-collector{holder} is using {self.paths.data_dir}: if it is the "
+                                 "installed service, `agent-collector service status` shows it and `agent-collector "
+                                 "service stop` stops it") from None
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
         self._lock_fd = fd
@@ -741,3 +744,12 @@ def _login() -> str:
         return getpass.getuser()
     except (KeyError, OSError):
         return str(os.getuid())
+
+
+def _lock_holder(fd: int) -> str:
+    """`` (pid N)`` from the lock file the running collector wrote, or nothing if it cannot be read."""
+    try:
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+    except OSError:
+        return ""
+    return f" (pid {int(text)})" if text.isdigit() else ""
