@@ -112,6 +112,22 @@ def test_disable_uninstalls_and_install_then_skips_until_enable(
     assert not is_disabled(paths, "qwen-code") and b"agent-collector-hook.sh" in settings.read_bytes()
 
 
+def test_agents_enable_and_disable_answer_json(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`agents enable --json` was refused; both now print one JSON document a program can read."""
+    settings = home / ".qwen" / "settings.json"
+    original = settings.read_bytes()
+    assert main(["install", "--home", str(home)]) == 0
+    capsys.readouterr()
+    assert main(["agents", "disable", "qwen-code", "--home", str(home), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["agent"] == "qwen-code" and out["enabled"] is False and out["changed"] is True
+    assert any(c["file"] == str(settings) for c in out["changes"]) and settings.read_bytes() == original
+    assert main(["agents", "enable", "qwen-code", "--home", str(home), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["enabled"] is True and out["changed"] is True and out["changes"]
+    assert b"agent-collector-hook.sh" in settings.read_bytes()
+
+
 def test_install_agent_agentty_copies_the_panel_only_when_agentty_is_present(
     home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -6,6 +6,7 @@ import argparse
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from collector.cli.common import add_home, add_json, checked_config, paths_from, print_json
 from collector.definitions import AgentDefinition, detect
@@ -50,10 +51,12 @@ def register_agent_subcommands(sub: argparse._SubParsersAction) -> None:
                                          "install and the watchdog leave it alone until `agents enable`.")
     disable.add_argument("agent", metavar="ID")
     add_home(disable)
+    add_json(disable)
     disable.set_defaults(func=cmd_disable)
     enable = sub.add_parser("enable", help="undo `agents disable` and install the integration again")
     enable.add_argument("agent", metavar="ID")
     add_home(enable)
+    add_json(enable)
     enable.set_defaults(func=cmd_enable)
 
 
@@ -154,10 +157,11 @@ def cmd_disable(args: argparse.Namespace) -> int:
         sys.stderr.write(f"agent-collector: error: unknown agent: {args.agent}\n")
         return 2
     changed = set_disabled(paths, args.agent, True)
-    already = "" if changed else " (already)"
-    print(f"{args.agent}: disabled{already}; install and the watchdog will leave it alone")
+    if not args.json:
+        already = "" if changed else " (already)"
+        print(f"{args.agent}: disabled{already}; install and the watchdog will leave it alone")
     changes = uninstall_agent(agents.get(args.agent, args.agent), paths)
-    _report(changes, False, [])
+    _report(changes, args.json, [], {"agent": args.agent, "enabled": False, "changed": changed})
     return 1 if any(c.failed for c in changes) else 0
 
 
@@ -168,16 +172,20 @@ def cmd_enable(args: argparse.Namespace) -> int:
         sys.stderr.write(f"agent-collector: error: unknown agent: {args.agent}\n")
         return 2
     changed = set_disabled(paths, args.agent, False)
-    print(f"{args.agent}: enabled{'' if changed else ' (it was not disabled)'}")
+    if not args.json:
+        print(f"{args.agent}: enabled{'' if changed else ' (it was not disabled)'}")
     defn = agents[args.agent]
     changes = install_agent(defn, paths)
-    _report(changes, False, [s for s in integration_state(defn, paths) if s.state in _NOTABLE])
+    _report(changes, args.json, [s for s in integration_state(defn, paths) if s.state in _NOTABLE],
+            {"agent": args.agent, "enabled": True, "changed": changed})
     return 1 if any(c.failed for c in changes) else 0
 
 
-def _report(changes: list[Change], as_json: bool, notes: list[IntegrationStatus]) -> None:
+def _report(changes: list[Change], as_json: bool, notes: list[IntegrationStatus],
+            head: dict[str, Any] | None = None) -> None:
     if as_json:
         print_json({
+            **(head or {}),
             "changes": [{"agent": c.agent, "file": c.file, "action": c.action.value, "summary": c.summary,
                          "dry_run": c.dry_run} for c in changes],
             "notes": [n.as_dict() for n in notes],
