@@ -333,3 +333,14 @@ def test_tables_fit_the_terminal(tmp_path: Path) -> None:
     assert "10.0M" in narrow[2] and "654.3k" in narrow[2]
     assert max(len(x) for x in narrow[:6]) <= 80
     assert any(line.startswith("Prices: genai-prices") for line in narrow)
+
+
+def test_a_call_without_a_model_is_named_unknown_in_the_models_table(tmp_path: Path) -> None:
+    """The Models table showed an empty name where its footnote says `unknown`."""
+    from collector.usage.render import table_lines
+
+    rep = _store_report(tmp_path, [_call("e1", "", "anthropic", 100, 10, session="no-model"),
+                                   _call("e2", "claude-sonnet-4-5", "anthropic", 100, 10)], kind="model")
+    labels = [line.split()[0] for line in table_lines(rep, False, 200)[2:4]]
+    assert sorted(labels) == ["claude-sonnet-4-5", "unknown"]
+    assert "unknown" in "\n".join(table_lines(rep, False, 200)[4:])  # the footnote names it the same

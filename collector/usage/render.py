@@ -49,7 +49,9 @@ def _label(report: dict[str, Any], row: dict[str, Any], short: dict[str, str]) -
         return f"{row['agent']} {short[str(row['session'])]}" + (f" {project}" if project else "")
     if kind == "blocks":
         return row["start"].replace("T", " ") + (" (active)" if row.get("active") else "")
-    return str(row["key"])
+    if row["key"]:
+        return str(row["key"])
+    return "unknown" if kind == "model" else "(none)"  # as the footnotes name it
 
 
 def _cells(label: str, row: dict[str, Any], exact: bool) -> list[str]:

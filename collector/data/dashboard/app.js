@@ -58,7 +58,7 @@ function usageTable(rows, label, name, keyOf) {
   const body = rows.map((r) => {
     const k = `${name}:${r.key}`;
     return el("tr", {},
-      el("td", { class: "text", title: r.key }, keyOf ? keyOf(r.key) : r.key),
+      el("td", { class: "text", title: r.key }, (keyOf ? keyOf(r.key) : r.key) || (name === "model" ? "unknown" : "(none)")),
       el("td", { "data-k": `${k}:calls` }, int(r.calls)),
       el("td", { "data-k": `${k}:uncached_input_tokens` }, int(r.uncached_input_tokens)),
       el("td", { "data-k": `${k}:cache_read_tokens` }, int(r.cache_read_tokens)),
