@@ -4,10 +4,11 @@ A column's declared type does not bind SQLite: a watermark may be an integer, a 
 any row, whatever the schema says. A position is saved as JSON by the checkpoint store and its values are
 bound again as query parameters by the next read, so each value of a position must survive both ways:
 :func:`saveable` gives a JSON value for any SQLite value (a BLOB as ``{"blob": hex}``, a non-finite real
-as ``{"real": "inf"}``) and :func:`restored` the SQLite value back. A watermark that is not a finite
-number (:func:`usable_watermark`) cannot be the position of the rows after it (SQLite orders every number
-before every text and every text before every BLOB: a position at such a value would pass every later
-numeric row by), so the row is refused (:data:`REFUSED`, the boundary quarantines it) and kept apart.
+as ``{"real": "inf"}``) and :func:`restored` the SQLite value back. A watermark that is neither a finite
+number nor text, or of another kind than the table's so far (:func:`usable_watermark`), cannot be the
+position of the rows after it (SQLite orders every number before every text and every text before every
+BLOB: a position at such a value would pass every later row of the table's kind by), so the row is refused
+(:data:`REFUSED`, the boundary quarantines it) and kept apart.
 """
 
 from __future__ import annotations
@@ -17,17 +18,27 @@ from typing import Any
 
 from collector.model.raw import REFUSED
 
-__all__ = ["REFUSED", "kind_of", "restored", "saveable", "usable_watermark"]
+__all__ = ["REFUSED", "kind_of", "restored", "same_kind_sql", "saveable", "usable_watermark"]
 
 INT64 = 2**63
 
 
-def usable_watermark(value: Any) -> bool:
-    """A finite number within int64 (a real one too): what a row's position can hold."""
+def usable_watermark(value: Any, like: Any = None) -> bool:
+    """A finite number within int64 (a real one too), or text: what a row's position can hold. With
+    ``like`` (the table's watermark so far), of the same kind: a text among numbers, or a number among
+    texts, would pass every later row of the table's own kind by."""
     kind = value.__class__
-    if kind is int:
-        return -INT64 <= value < INT64
-    return kind is float and math.isfinite(value)
+    number = (-INT64 <= value < INT64) if kind is int else (kind is float and math.isfinite(value))
+    if like is None:
+        return number or kind is str
+    return (kind is str) if like.__class__ is str else number
+
+
+def same_kind_sql(column: str, like: Any) -> str:
+    """SQL true for the rows whose watermark is of the kind :func:`usable_watermark` takes after ``like``."""
+    if like.__class__ is str:
+        return f"typeof({column}) = 'text'"
+    return f"(typeof({column}) IN ('integer', 'real') AND abs({column}) < 9e999)"
 
 
 def saveable(value: Any) -> Any:

@@ -68,7 +68,14 @@ from collector.model.raw import RawRecord
 from collector.registry import Plugin
 from collector.sources.base import Item, Position, SourceStats
 from collector.sources.context import BuildContext, SourceBuilder
-from collector.sources.position_values import REFUSED, kind_of, restored, saveable, usable_watermark
+from collector.sources.position_values import (
+    REFUSED,
+    kind_of,
+    restored,
+    same_kind_sql,
+    saveable,
+    usable_watermark,
+)
 from collector.sources.regular import NotRegular, check_regular
 
 log = logging.getLogger(__name__)
@@ -321,7 +328,7 @@ class SqliteRows:
             observed = time.time_ns()
             make = self._maker(spec, page.names, observed)
             for wm, key, values in page.rows:
-                if usable_watermark(wm):  # as each row is handed on: a consumer may stop at any row
+                if usable_watermark(wm, state.wm):  # as each row is handed on: a consumer may stop at any row
                     state.wm, state.key = wm, key
                     yield (None if values is None else make(wm, key, values)), Position(stream, state.as_value())
                 else:  # kept apart: a position there would pass every later numeric row by
@@ -390,7 +397,7 @@ class SqliteRows:
             after = f"({wm} > ? OR ({wm} = ? AND {key} > ?))"
             params = (state.wm, state.wm, state.key)
         if state.odd is not None:  # a row was refused for its watermark: the numbers after the last number
-            number = f"(typeof({wm}) IN ('integer', 'real') AND abs({wm}) < 9e999)"  # and the others after it
+            number = same_kind_sql(wm, state.wm)  # and the others after it
             after = f"({after} AND {number}) OR (NOT {number} AND ({wm} > ? OR ({wm} = ? AND {key} > ?)))"
             params += (state.odd[0], state.odd[0], state.odd[1])
         sql += f" WHERE {after}"
