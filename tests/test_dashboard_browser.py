@@ -5,6 +5,7 @@ page of another origin (another local server, same site or not) cannot read the 
 from __future__ import annotations
 
 import html
+import json
 import os
 import re
 import shutil
@@ -128,6 +129,28 @@ def daemon(tmp_path: Path) -> Any:
             process.communicate()
 
 
+def _start_a_live_session(base: str, token: str) -> None:
+    """A SessionStart hook posted now; returns once the daemon lists the session."""
+    import urllib.request
+
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    body = json.dumps({"session_id": "live-now-1", "hook_event_name": "SessionStart", "source": "startup"}).encode()
+    post = urllib.request.Request(f"{base}/v1/hooks/claude-code?event=SessionStart", data=body, method="POST",
+                                  headers={"X-Agent-Collector-Token": token, "Content-Type": "application/json"})
+    with opener.open(post, timeout=10) as answer:
+        assert answer.status == 200
+
+    def listed() -> bool:
+        ask = urllib.request.Request(f"{base}/v1/sessions", headers={"X-Agent-Collector-Token": token})
+        with opener.open(ask, timeout=10) as answer:
+            return any(s.get("session_id") == "live-now-1" and s.get("live") for s in json.load(answer)["sessions"])
+
+    deadline = time.time() + 60
+    while not listed():
+        assert time.time() < deadline, "the posted session never became live"
+        time.sleep(0.2)
+
+
 def _serve_attack(folder: Path) -> tuple[ThreadingHTTPServer, int]:
     folder.mkdir()
     (folder / "attack.html").write_text(ATTACK)
@@ -150,6 +173,7 @@ def test_dashboard_in_chromium(daemon: tuple[Paths, int], tmp_path: Path) -> Non
     browser.run(f"{base}/dashboard/login?key={token}&next=/dashboard?days=366", f"--screenshot={shot}")
     assert shot.stat().st_size > 20_000
 
+    _start_a_live_session(base, token)  # the fixtures' sessions are history, none of them live now
     dom = browser.run(f"{base}/dashboard?days=366", "--dump-dom")
     assert 'data-loaded="1"' in dom, dom[-3000:]
     shown = _shown(dom)
@@ -165,7 +189,8 @@ def test_dashboard_in_chromium(daemon: tuple[Paths, int], tmp_path: Path) -> Non
     for agent, cost in costs.items():
         cell = shown[f"agent:{agent}:cost_usd"]
         assert cell == ("unpriced" if cost is None else f"${cost:.4f}" if cost < 1 else f"${cost:,.2f}"), agent
-    assert shown["sessions:count"] != "0", "the daemon's live sessions are listed"
+    assert shown["sessions:count"] == "1", "only the session active now is live, not the day-old history"
+    assert shown["session:live-now-1:status"] == "idle"
     assert dom.count('data-k="failure"') >= 5, "the failing_command cases' tool failures are listed"
 
     attack, attack_port = _serve_attack(tmp_path / "attacker")
