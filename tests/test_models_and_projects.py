@@ -135,3 +135,23 @@ def test_a_working_directory_inside_a_repository_is_the_repository_root(tmp_path
     bare = {"workspace.path": str(outside)}
     roots.apply(bare)
     assert bare["workspace.root"] == str(outside)  # in no repository: its own project
+
+
+def test_a_fifo_where_gemini_keeps_its_project_root_is_not_waited_on(tmp_path: Path) -> None:
+    """A FIFO at ``.project_root`` (a file another program writes) is read as empty: the index answers."""
+    import json
+    import os
+    import threading
+
+    from collector.agents.gemini_projects import project_of
+
+    folder = tmp_path / ".gemini" / "tmp" / "fifo-case"
+    (folder / "chats").mkdir(parents=True)
+    os.mkfifo(folder / ".project_root")
+    (tmp_path / ".gemini" / "projects.json").write_text(json.dumps({"projects": {"/src/app": "fifo-case"}}))
+    found: list[str | None] = []
+    worker = threading.Thread(target=lambda: found.append(project_of(str(folder / "chats" / "session-1.json"))),
+                              daemon=True)
+    worker.start()
+    worker.join(timeout=30)
+    assert found == ["/src/app"], "project_of waited on the FIFO"

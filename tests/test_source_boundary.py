@@ -5,26 +5,36 @@ from __future__ import annotations
 import sqlite3
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from support import FIXTURES, assert_no_duplicates, prepare_fixture, read_output
 from test_hostile_files import collect_cli
 
 
-def test_a_blob_watermark_row_is_quarantined_and_collect_exits_0_twice(tmp_path: Path) -> None:
-    case = FIXTURES / "opencode" / "tool_then_answer"
-    clean = prepare_fixture(case, tmp_path / "clean")
+def _mutated_collected_twice(case: str, db_file: str, sql: list[str], tmp_path: Path) -> tuple[dict[str, Any], ...]:
+    """Collect the fixture clean, then with ``sql`` run on its database, twice (collect_cli asserts exit 0
+    each time); assert the mutated run delivers the clean run's entries exactly once. The three statuses."""
+    clean = prepare_fixture(FIXTURES / case, tmp_path / "clean")
     collect_cli(clean)
     whole = Counter(e["event.id"] for e in read_output(clean.output_dir))
-    paths = prepare_fixture(case, tmp_path / "bad")
-    db = sqlite3.connect(paths.home / ".local" / "share" / "opencode" / "opencode.db")
+    paths = prepare_fixture(FIXTURES / case, tmp_path / "bad")
+    db = sqlite3.connect(paths.home / db_file)
     with db:
-        db.execute("INSERT INTO message SELECT 'msg_zzbad', session_id, time_created, x'ff', data FROM message LIMIT 1")
+        for statement in sql:
+            db.execute(statement)
     db.close()
-    collect_cli(paths)
-    status = collect_cli(paths)  # exits 0 again (asserted by collect_cli), adds nothing twice
+    first, second = collect_cli(paths), collect_cli(paths)
     entries = read_output(paths.output_dir)
     assert_no_duplicates(entries)
     assert Counter(e["event.id"] for e in entries) == whole
+    return first, second
+
+
+def test_a_blob_watermark_row_is_quarantined_and_collect_exits_0_twice(tmp_path: Path) -> None:
+    _, status = _mutated_collected_twice(
+        "opencode/tool_then_answer", ".local/share/opencode/opencode.db",
+        ["INSERT INTO message SELECT 'msg_zzbad', session_id, time_created, x'ff', data FROM message LIMIT 1"],
+        tmp_path)
     assert status["quarantine"]["by_source"] == {"opencode:sqlite": {
         "boundary: the message row's watermark time_updated is a BLOB, not a number": 1}}
 
@@ -32,22 +42,11 @@ def test_a_blob_watermark_row_is_quarantined_and_collect_exits_0_twice(tmp_path:
 def test_a_text_watermark_table_reads_on_past_a_blob_row(tmp_path: Path) -> None:
     """Cline's sessions.db keeps ISO text in updated_at: text is a position; a BLOB there is refused once and
     every other row is delivered exactly once."""
-    case = FIXTURES / "cline" / "tool_then_answer"
-    clean = prepare_fixture(case, tmp_path / "clean")
-    collect_cli(clean)
-    whole = Counter(e["event.id"] for e in read_output(clean.output_dir))
-    paths = prepare_fixture(case, tmp_path / "bad")
-    db = sqlite3.connect(paths.home / ".cline" / "data" / "db" / "sessions.db")
-    with db:
-        db.execute("CREATE TEMP TABLE one AS SELECT * FROM sessions LIMIT 1")
-        db.execute("UPDATE one SET session_id = 'zz_bad', updated_at = x'ff'")
-        db.execute("INSERT INTO sessions SELECT * FROM one")
-    db.close()
-    first = collect_cli(paths)
+    first, status = _mutated_collected_twice(
+        "cline/tool_then_answer", ".cline/data/db/sessions.db",
+        ["CREATE TEMP TABLE one AS SELECT * FROM sessions LIMIT 1",
+         "UPDATE one SET session_id = 'zz_bad', updated_at = x'ff'",
+         "INSERT INTO sessions SELECT * FROM one"], tmp_path)
     assert first["sources"]["cline:sessions"]["records"] > 0  # the text rows were read, not refused
-    collect_cli(paths)
-    entries = read_output(paths.output_dir)
-    assert_no_duplicates(entries)
-    assert Counter(e["event.id"] for e in entries) == whole
-    reasons = collect_cli(paths)["quarantine"]["by_source"]
-    assert reasons == {"cline:sqlite": {"boundary: the sessions row's watermark updated_at is a BLOB, not a number": 1}}
+    assert status["quarantine"]["by_source"] == {"cline:sqlite": {
+        "boundary: the sessions row's watermark updated_at is a BLOB, not a number": 1}}

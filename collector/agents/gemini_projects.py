@@ -16,6 +16,8 @@ from pathlib import PurePosixPath
 
 import orjson
 
+from collector.sources.regular import read_regular
+
 MAX_BYTES = 1024 * 1024
 
 
@@ -62,8 +64,5 @@ def _resolved(folder: str, index: str, root_version: tuple[int, int] | None,
 
 
 def _read(path: str) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            return f.read(MAX_BYTES)
-    except OSError:
-        return b""
+    """At most MAX_BYTES of a regular file (a FIFO or a directory put there is read as empty, never waited on)."""
+    return read_regular(path, MAX_BYTES) or b""
