@@ -32,12 +32,13 @@ from collector.exporters.base import Entry, Exporter, ExportError
 from collector.narrowing import ENVIRONMENT, Narrowed, narrow, one_by_one
 from collector.pipeline.crash_guard import CrashGuard
 from collector.pipeline.quarantine import describe
-from collector.state.checkpoints import CheckpointStore, Commit
+from collector.state.checkpoints import CheckpointStore, Commit, drop_unsavable
 
 log = logging.getLogger(__name__)
 
 
 Origins = Sequence[tuple[int, Any]]  # (index of its first entry in the batch, the record the entries came from)
+UNSAVABLE = (TypeError, ValueError, OverflowError)  # what encoding a value can raise (UnicodeError is a ValueError)
 Poison = Callable[[Entry, Any, str, str], None]  # (entry, its record or None, exporter, reason) -> quarantine
 
 
@@ -67,6 +68,8 @@ class DeliveryStats:
     rejected: dict[str, int] = field(default_factory=dict)  # exporter -> entries refused for good
     refusals: int = 0  # retryable refusals seen (each one held a batch)
     poisoned: dict[str, int] = field(default_factory=dict)  # exporter -> entries it failed on (quarantined)
+    unsaved: dict[str, int] = field(default_factory=dict)  # kind of state the checkpoint store could not save
+    last_unsaved: str | None = None  # the last such part and why
 
 
 class Delivery:
@@ -119,7 +122,7 @@ class Delivery:
                 return self._hold(held, exporter.name, left[1])
             held.waiting.pop(0)
         try:
-            self.store.commit(self._with_marks(held.commit))
+            self._commit(self._with_marks(held.commit))
         except sqlite3.Error as exc:  # e.g. "database or disk is full": the exporters keep what they took
             return self._hold(held, "checkpoint store", str(exc))
         if held.attempts > 1:
@@ -127,6 +130,22 @@ class Delivery:
                      len(held.entries), held.refused_by, self.clock() - held.since)
         self.stats.batches += 1
         return True
+
+    def _commit(self, commit: Commit) -> None:
+        """Commit; a part the store cannot write (a value no source should have let through) is left out,
+        logged and counted, and the rest is committed: data never stops the worker. A dropped position
+        leaves its stream where it was committed before (read again, its entries known by id)."""
+        try:
+            self.store.commit(commit)
+        except UNSAVABLE:
+            dropped = drop_unsavable(commit)
+            if not dropped:
+                raise
+            for kind, what in dropped:
+                self.stats.unsaved[kind] = self.stats.unsaved.get(kind, 0) + 1
+                self.stats.last_unsaved = what
+                log.error("the checkpoint store cannot save %s; left out, the rest of the batch is committed", what)
+            self.store.commit(commit)
 
     def _offer(self, exporter: Exporter, entries: list[Entry], held: Held) -> tuple[list[Entry], str] | None:
         """``exporter`` takes ``entries``; None when done with them, else (what it did not take, why)."""
@@ -210,6 +229,8 @@ class Delivery:
             "refusals": self.stats.refusals,
             "rejected": dict(self.stats.rejected),
             "poisoned": dict(self.stats.poisoned),
+            "unsaved": dict(self.stats.unsaved),
+            "last_unsaved": self.stats.last_unsaved,
             "blocked": None if held is None else {
                 "by": held.refused_by, "error": held.error, "since": held.since,
                 "entries_waiting": len(held.entries), "attempts": held.attempts,

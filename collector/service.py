@@ -129,6 +129,7 @@ class Service:
         self._today = time.strftime("%Y-%m-%d", time.gmtime())
         self.last_event: dict[str, int] = {}
         self._stop = threading.Event()  # set from the loop (signals), read by the worker
+        self.fatal: str | None = None  # why the daemon had to stop (the worker failed): `run` exits non-zero
         self._wake = threading.Event()  # file events and the poll timer wake the worker
         self._stopped: Callable[[], None] = lambda: None  # tells the loop the daemon is stopping
         self.state_lock = threading.RLock()  # held by the worker while it changes pipeline state
@@ -604,8 +605,10 @@ class Service:
                     self._wake.wait(interval)
                 else:
                     self._wake.wait(interval)
-        except Exception:
-            log.exception("the delivery worker failed; stopping the daemon")
+        except Exception as exc:  # noqa: BLE001 - not the data's doing (that is quarantined): a fatal error
+            self.fatal = f"the delivery worker failed: {type(exc).__name__}: {exc}"
+            log.exception("the delivery worker failed; stopping the daemon (exit status 1, so that the service "
+                          "manager starts it again)")
         finally:
             loop.close()
             self.stop()
@@ -699,7 +702,8 @@ class Service:
             "pipeline": {} if pipeline is None else {
                 "records": pipeline.stats.records, "entries": pipeline.stats.entries,
                 "duplicates": pipeline.stats.duplicates, "parse_errors": pipeline.stats.parse_errors,
-                "by_event": pipeline.stats.by_event, "without_model": pipeline.stats.without_model},
+                "by_event": pipeline.stats.by_event, "without_model": pipeline.stats.without_model,
+                "times_replaced": pipeline.stats.times_replaced},
             "quarantine": {} if pipeline is None else pipeline.quarantine.stats(),
             "state_rebuilt": self._rebuilt,
             "exporters": {e.name: e.stats() for e in self.exporters},

@@ -144,8 +144,20 @@ def _wait_caught_up(daemon: Daemon, acked: set[str], seed: int, timeout: float =
         missing = acked - set(_output_ids(daemon))
         if not missing:
             return
-        assert time.monotonic() < deadline, f"seed {seed}: {len(missing)} acknowledged hooks never reached the output"
+        assert time.monotonic() < deadline, (f"seed {seed}: {len(missing)} acknowledged hooks never reached the "
+                                             f"output: {_where(daemon, sorted(missing)[:5])}")
         time.sleep(1.0)
+
+
+def _where(daemon: Daemon, keys: list[str]) -> str:
+    """Where the missing keys are on disk (spool files, quarantine), for the failure message."""
+    found: list[str] = []
+    for key in keys:
+        places = [f"{path.relative_to(daemon.data)}@{data.find(key.encode())}/{len(data)}"
+                  for path in sorted(daemon.data.rglob("*")) if path.is_file() and path.stat().st_size < 200 << 20
+                  for data in [path.read_bytes()] if key.encode() in data]
+        found.append(f"{key} in {places or 'nothing'}")
+    return "; ".join(found) + "\n" + daemon.log()[-3000:]
 
 
 def test_25_kill_9_during_100k_hooks_lose_and_duplicate_nothing(tmp_path: Path) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 from collector.model import AgentActivityEntry, RawRecord, event_id
 from collector.model.entry import hook_call_key
 from collector.model.entry import payload_digest as payload_digest  # re-exported for the parsers
+from collector.util.epoch import epoch_number_to_ns
 
 
 def iso_to_ns(value: Any) -> int | None:
@@ -19,7 +19,7 @@ def iso_to_ns(value: Any) -> int | None:
     as it is (negative): the pipeline's boundary replaces every time out of its range by the observed
     time and says so (``collector.time_replaced``)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return _epoch_number_to_ns(value)
+        return epoch_number_to_ns(value)
     if not isinstance(value, str) or not value:
         return None
     try:
@@ -33,17 +33,6 @@ def iso_to_ns(value: Any) -> int | None:
         return None
     ns = seconds * 1_000_000_000 + dt.microsecond * 1000
     return ns or None
-
-
-def _epoch_number_to_ns(value: float) -> int | None:
-    if not math.isfinite(value) or value == 0:
-        return None
-    if value < 0:
-        return min(-1, int(value * 1_000_000_000))  # before 1970, as seconds: the boundary flags it
-    for limit, scale in ((1e11, 1_000_000_000), (1e14, 1_000_000), (1e17, 1_000)):
-        if value < limit:  # 1e11 s is the year 5138; 1e14 ms and 1e17 us are the same instant
-            return int(value * scale) if isinstance(value, float) else value * scale
-    return int(value)
 
 
 class HookEnvelope:

@@ -152,6 +152,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         asyncio.run(service.serve(daemon_parts(service)))
     finally:
         service.shutdown()
+    if service.fatal:
+        return fail(f"{service.fatal}; the daemon stopped", 1)
     return 0
 
 

@@ -133,6 +133,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     if missing:  # a parser gap: the agent's records named no model for these calls
         print("model calls whose agent record named no model (priced by the session's model if any): "
               + ", ".join(f"{a}={n}" for a, n in sorted(missing.items())))
+    replaced = (status.get("pipeline") or {}).get("times_replaced") or {}
+    if replaced:  # a wrong clock or unit in the agent's records
+        print("entries whose time was implausible and now carry the time they were read: "
+              + ", ".join(f"{a}={n}" for a, n in sorted(replaced.items())))
     print_external(status.get("external_agents"))
     exporters = status.get("exporters", {})
     if exporters:

@@ -59,6 +59,9 @@ class PipelineStats:
     # model calls (llm.response) whose agent record named no model, per agent: a parser gap, not a normal
     # case (reports can then price them only by the session's model, if it has one)
     without_model: dict[str, int] = field(default_factory=dict)
+    # entries whose own time was not a plausible time (a wrong clock or unit) and now carry the observed
+    # time (``collector.time_replaced``), per agent
+    times_replaced: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -230,6 +233,8 @@ class Pipeline:
         self._stage = "boundary"
         check_entry(entry)
         agent = entry["gen_ai.agent.type"]
+        if "collector.time_replaced" in entry:
+            self.stats.times_replaced[agent] = self.stats.times_replaced.get(agent, 0) + 1
         settings = self.agents.get(agent)
         for key, value in self.resource.items():
             entry.setdefault(key, value)

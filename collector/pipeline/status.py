@@ -29,6 +29,7 @@ from typing import Any
 
 from collector.model.entry import AgentActivityEntry, event_id, hook_call_key
 from collector.model.raw import RawRecord
+from collector.pipeline.boundary import valid_time
 from collector.pipeline.content_policy import ContentPolicy
 from collector.pipeline.session_cache import SessionCache
 from collector.pipeline.status_rules import (
@@ -48,6 +49,7 @@ from collector.pipeline.status_rules import (
     AgentStatusRules,
     When,
 )
+from collector.util.epoch import epoch_number_to_ns
 
 IDLE = "idle"
 RUNNING = "running"
@@ -192,10 +194,14 @@ def _payload_id(agent: str, event: str, payload: Mapping[str, Any], time_ns: int
     return event_id(agent, event, hook_call_key(payload, time_ns))
 
 
-def _seconds_to_ns(value: Any) -> int | None:
+def _hook_time_ns(value: Any, observed_ns: int) -> int:
+    """The envelope's ``ts`` (seconds, or ms/us/ns told by size) if it is a plausible time, else the
+    observed time: a wrong clock or unit must not reach the saved session state."""
     if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
-        return int(value * 1e9)
-    return None
+        ns = epoch_number_to_ns(value)
+        if ns is not None and valid_time(ns, observed_ns):
+            return ns
+    return observed_ns
 
 
 def _day(time_ns: int) -> str:
@@ -274,7 +280,7 @@ class SessionStatusTracker:
         event = data.get("event") or payload.get("hook_event_name")
         if not isinstance(event, str) or not event:
             return []
-        time_ns = _seconds_to_ns(data.get("ts")) or record.observed_ns
+        time_ns = _hook_time_ns(data.get("ts"), record.observed_ns)
         return self.observe_hook(record.agent, event, payload, _payload_id(record.agent, event, payload, time_ns),
                                  time_ns, record.observed_ns)
 

@@ -84,6 +84,58 @@ MERGE_AT = 32_768  # ids in ``seen_new`` (and in memory) before they move into `
 DUE_PAGE = 1000  # saved sessions read per query by the idle rule (it reads them all, a page at a time)
 
 
+def _stream_key(stream: str) -> str | bytes:
+    """A stream name as stored: text, or, when it holds a file name that is not UTF-8 (decoded with
+    ``surrogateescape``, as Python gives such names), its bytes: the same file maps to the same key."""
+    try:
+        stream.encode()
+    except UnicodeEncodeError:
+        return stream.encode("utf-8", "surrogateescape")
+    return stream
+
+
+def _stream_name(key: str | bytes) -> str:
+    return key.decode("utf-8", "surrogateescape") if isinstance(key, bytes) else key
+
+
+def drop_unsavable(change: Commit) -> list[tuple[str, str]]:
+    """Remove from ``change`` each part this store cannot write (a value orjson refuses: an int past 64
+    bits, a lone surrogate, a type it does not know) and say which, as (kind, what and why): the rest of the
+    commit can go in. Only asked after a commit failed on the data, so it may be slow."""
+    dropped: list[tuple[str, str]] = []
+
+    def bad(value: Any) -> str | None:
+        try:
+            orjson.dumps(value)
+        except (TypeError, ValueError) as exc:
+            return f"{type(exc).__name__}: {exc}"
+        return None
+
+    for stream, value in list(change.positions.items()):
+        reason = bad(value)
+        if reason:
+            del change.positions[stream]
+            dropped.append(("position", f"the position of {stream!r} ({reason})"))
+    for key, value in list(change.kv.items()):
+        reason = bad(value)
+        if reason:
+            del change.kv[key]
+            dropped.append(("state", f"state {key!r} ({reason})"))
+    kept = []
+    for row in change.sessions:
+        reason = bad(row.value) or bad([row.last, row.due]) or bad(row.key)
+        if reason:
+            dropped.append(("session state", f"the {row.scope} state of session {row.key!r} ({reason})"))
+        else:
+            kept.append(row)
+    change.sessions = kept
+    ids = [i for i in change.seen_ids if isinstance(i, str) and bad(i) is None]
+    if len(ids) != len(change.seen_ids):
+        dropped.append(("event ids", f"{len(change.seen_ids) - len(ids)} event ids that are not text"))
+        change.seen_ids = ids
+    return dropped
+
+
 class CheckpointStore:
     def __init__(self, path: Path, clock: Callable[[], float] = time.time) -> None:
         private_dir(path.parent)
@@ -121,7 +173,7 @@ class CheckpointStore:
     def positions(self) -> dict[str, dict[str, Any]]:
         with self._lock:
             rows = self._db.execute("SELECT stream, value FROM positions").fetchall()
-        return {stream: orjson.loads(value) for stream, value in rows}
+        return {_stream_name(stream): orjson.loads(value) for stream, value in rows}
 
     def get(self, key: str, default: Any = None) -> Any:
         with self._lock:
@@ -154,9 +206,9 @@ class CheckpointStore:
             db.executemany(
                 "INSERT INTO positions(stream, value, updated) VALUES(?,?,?) "
                 "ON CONFLICT(stream) DO UPDATE SET value=excluded.value, updated=excluded.updated",
-                [(s, orjson.dumps(v), now) for s, v in change.positions.items()],
+                [(_stream_key(s), orjson.dumps(v), now) for s, v in change.positions.items()],
             )
-            db.executemany("DELETE FROM positions WHERE stream=?", [(s,) for s in change.forget])
+            db.executemany("DELETE FROM positions WHERE stream=?", [(_stream_key(s),) for s in change.forget])
             fresh = [i for i in dict.fromkeys(change.seen_ids) if i not in self._new]
             db.executemany("INSERT INTO seen_new(event_id, at) VALUES(?,?)", [(i, now) for i in fresh])
             merge = len(self._new) + len(fresh) >= MERGE_AT
