@@ -15,6 +15,7 @@ from support import FIXTURES, assert_no_duplicates, assert_schema_valid, prepare
 
 from collector.cli.daemon_parts import daemon_parts
 from collector.config import load_config
+from collector.deploy import consent
 from collector.ingest.live import IngestPart
 from collector.ingest.secret import read_token
 from collector.ingest.server import IngestServer
@@ -161,6 +162,9 @@ def test_the_run_command_adds_the_ingest_and_the_pipeline_has_the_tracker(tmp_pa
     service = service_for(paths)
     try:
         assert isinstance(service.status, SessionStatusTracker)
+        # auto-deploy only once the user installed (or ran `run --deploy`): a checkout's `run` deploys nothing
+        assert [p.name for p in daemon_parts(service)] == ["ingest", "watchdog"]
+        consent.give(service.paths, "a test")
         assert [p.name for p in daemon_parts(service)] == ["ingest", "autodeploy", "watchdog"]
         service.config.ingest.enabled = False
         service.config.deploy.auto = False

@@ -128,3 +128,28 @@ def test_a_fatal_worker_error_makes_run_exit_1(tmp_path: Path) -> None:
                            str(daemon.out)], env=daemon.env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1, done.stderr[-3000:]
     assert "the delivery worker failed: RuntimeError: the probe's own state is gone" in done.stderr
+
+
+def test_run_deploys_nothing_unless_installed_or_asked(tmp_path: Path) -> None:
+    """Issue 23 item 7: `run` from a checkout edits no agent's settings; `run --deploy` does, as `install`."""
+    daemon = Daemon(tmp_path, {"AGENT_COLLECTOR_INGEST__ENABLED": "false"})
+    shutil.rmtree(daemon.home)
+    shutil.copytree(OPENCODE / "home", daemon.home, symlinks=True)  # OpenCode is detected: its db is there
+    plugin = daemon.home / ".config" / "opencode" / "plugin" / "agent-collector.js"
+    daemon.start_quiet()
+    try:
+        _wait_status(daemon, lambda s: s.get("pipeline", {}).get("entries", 0) > 0)
+    finally:
+        assert daemon.stop() == 0
+    assert not plugin.exists() and not (daemon.home / ".config").exists()
+    assert "auto-deploy is off" in daemon.log()
+    daemon.proc = subprocess.Popen([sys.executable, "-m", "collector", "run", "--deploy", "--home", str(daemon.home),
+                                    "--output", str(daemon.out)], env=daemon.env, stdout=subprocess.DEVNULL,
+                                   stderr=open(tmp_path / "daemon.log", "ab"))  # noqa: SIM115
+    try:
+        deadline = time.monotonic() + 60
+        while not plugin.exists():
+            assert time.monotonic() < deadline and daemon.proc.poll() is None, daemon.log()[-3000:]
+            time.sleep(0.1)
+    finally:
+        assert daemon.stop() == 0

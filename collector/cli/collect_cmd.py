@@ -26,6 +26,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_home(run)
     run.add_argument("--output", metavar="DIR", help="write the JSONL output here instead of <data dir>/output")
+    run.add_argument("--deploy", action="store_true",
+                     help="deploy the integrations of agents that are (or become) installed, as `install` does; "
+                          "without it the daemon deploys nothing unless `agent-collector install` ran before")
     run.add_argument("-v", "--verbose", action="count", default=0, help="more log output")
     run.set_defaults(func=cmd_run)
     collect = subparsers.add_parser(
@@ -147,6 +150,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     except (AlreadyRunning, ConfigError) as exc:
         return fail(str(exc))
     from collector.cli.daemon_parts import daemon_parts  # the daemon's parts: not loaded by collect --once
+    from collector.deploy import consent
+
+    if getattr(args, "deploy", False):
+        consent.give(service.paths, "agent-collector run --deploy")
 
     try:
         asyncio.run(service.serve(daemon_parts(service)))

@@ -3,15 +3,18 @@ needs from the started Service (the CLI is the one place that knows both)."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from collector.dashboard.live import dashboard_route
-from collector.deploy import autodeploy, watchdog
+from collector.deploy import autodeploy, consent, watchdog
 from collector.deploy.autodeploy import AutoDeployPart
 from collector.deploy.watchdog import WatchdogPart
 from collector.ingest.live import IngestPart, ingest_config, live_snapshot
 from collector.parts import DaemonPart
 from collector.service import Service
+
+log = logging.getLogger(__name__)
 
 
 def daemon_parts(service: Service) -> list[DaemonPart]:
@@ -25,10 +28,12 @@ def daemon_parts(service: Service) -> list[DaemonPart]:
                                 lambda: set(service.definitions), snapshot,
                                 routes=[dashboard_route(service.paths, service.config, snapshot)],
                                 paths=service.paths))
-    if service.config.deploy.auto:
+    if service.config.deploy.auto and consent.given(service.paths):  # install (or run --deploy) asked for it
         parts.append(AutoDeployPart(service.definitions, service.paths, service.config.deploy.rescan_s,
                                     service.state_slot(autodeploy.STATE_KEY)))
     if service.config.watchdog.enabled:
         parts.append(WatchdogPart(service.definitions, service.paths, service.config.watchdog,
                                   service.state_slot(watchdog.STATE_KEY)))
+    if service.config.deploy.auto and not consent.given(service.paths):
+        log.info("auto-deploy is off: `agent-collector install` has not run for this user (or `run --deploy`)")
     return parts

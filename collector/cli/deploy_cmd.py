@@ -14,6 +14,7 @@ from collector.deploy import (
     Change,
     IntegrationStatus,
     State,
+    consent,
     install_agent,
     integration_state,
     uninstall_agent,
@@ -101,6 +102,7 @@ def cmd_install(args: argparse.Namespace) -> int:
     if not args.dry_run:
         ensure_token(paths)  # the ingest secret the integrations carry (0600, made once)
         ingest_port(paths, config.ingest.port, record=True)  # chosen for this user now, then kept
+        consent.give(paths, "agent-collector install")  # the daemon may now deploy agents that appear later
     agents = _definitions(paths)
     panel = _panel_changes(args, paths, install=True)
     requested = [a for a in args.agent or [] if a != AGENTTY]
@@ -145,6 +147,8 @@ def cmd_uninstall(args: argparse.Namespace) -> int:
     changes: list[Change] = list(panel)
     for agent in targets:
         changes += uninstall_agent(agents.get(agent, agent), paths, dry_run=args.dry_run)
+    if not args.agent and not args.dry_run:
+        consent.withdraw(paths)  # everything taken out: the daemon deploys nothing by itself any more
     _report(changes, args.json, [])
     return 1 if any(c.failed for c in changes) else 0
 

@@ -34,7 +34,7 @@ def test_claude_installed_while_the_daemon_runs_is_deployed_and_collected_live(
     plugin = home / ".claude" / "skills" / "agent-collector" / ".claude-plugin" / "plugin.json"
     log_path = agent_home.root / "daemon.log"
     with log_path.open("wb") as log:
-        daemon = subprocess.Popen([sys.executable, "-m", "collector", "run"], cwd=ROOT, env=env,
+        daemon = subprocess.Popen([sys.executable, "-m", "collector", "run", "--deploy"], cwd=ROOT, env=env,
                                   stdout=subprocess.DEVNULL, stderr=log)
         try:
             wait_listening(port)
