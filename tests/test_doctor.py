@@ -81,10 +81,22 @@ def test_codex_hook_trust_missing(home: Path, capsys: pytest.CaptureFixture[str]
     assert "/hooks" in problem, "the fix says how to trust them"
 
 
+@pytest.mark.parametrize("policy", [{"allowedHttpHookUrls": ["https://hooks.corp.example/*"]},
+                                    {"allowedHttpHookUrls": []}])
+def test_an_http_hook_url_policy_does_not_touch_our_command_hooks(home: Path, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str],
+                                                                  policy: dict) -> None:
+    """The plugin's hooks spool (no http hooks since issue 22): a policy on http hook URLs leaves them be."""
+    install(home, "claude-code")
+    managed = tmp_path / "root" / "etc" / "claude-code" / "managed-settings.json"
+    managed.parent.mkdir(parents=True)
+    managed.write_text(json.dumps(policy))
+    capsys.readouterr()
+    _, _, report = doctor(home, capsys)
+    assert "agent claude-code: loaded" not in failed(report)
+
+
 @pytest.mark.parametrize("policy, expected", [
-    ({"allowedHttpHookUrls": ["https://hooks.corp.example/*"]},
-     "does not allow http://127.0.0.1:{port}/v1/hooks/claude-code"),
-    ({"allowedHttpHookUrls": []}, "does not allow http://127.0.0.1:{port}/v1/hooks/claude-code"),
     ({"allowManagedHooksOnly": True}, "allowManagedHooksOnly"),
     ({"enabledPlugins": {"agent-collector@skills-dir": False}}, "turns the plugin off"),
     ({"disableAllHooks": True}, "disableAllHooks"),

@@ -1,20 +1,17 @@
-"""The Claude Code drop-in plugin: its files, its marker, and the SessionStart relay with a real daemon
-and the real spool hook script."""
+"""The Claude Code drop-in plugin: its files, its marker, and its hooks, which run the real spool hook
+script: no hook uses the network or carries the ingest secret (issue 22 item 1)."""
 
 from __future__ import annotations
 
 import json
 import stat
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from live_support import ThreadedIngest
 
 from collector.deploy.http_plugin import (
-    COMMAND_ONLY_EVENTS,
     MANAGED_BY,
     MATCHER_EVENTS,
     configured_port,
@@ -42,21 +39,19 @@ def plugin_root(paths: Paths) -> Path:
     return paths.home / ".claude" / "skills" / "agent-collector"
 
 
-def test_hooks_use_http_except_where_claude_refuses_it(paths: Paths) -> None:
-    ensure_token(paths)  # install makes it first
-    doc = hooks_document("claude-code", {}, paths, 4319)
+def test_every_hook_spools_and_none_uses_the_network_or_the_secret(paths: Paths) -> None:
+    token = ensure_token(paths)  # install makes it first
+    doc = hooks_document("claude-code", {}, paths)
     assert doc["description"].startswith("agent-collector:managed")
     for event, groups in doc["hooks"].items():
         (group,) = groups
         (hook,) = group["hooks"]
         assert 0 < hook["timeout"] <= 5, event  # explicit, and short
         assert ("matcher" in group) == (event in MATCHER_EVENTS)
-        if event in COMMAND_ONLY_EVENTS:
-            assert hook["type"] == "command"
-            assert "agent-collector-hook.sh" in hook["command"] and "/v1/hooks/claude-code" in hook["command"]
-        else:
-            assert hook == {"type": "http", "url": "http://127.0.0.1:4319/v1/hooks/claude-code",
-                            "headers": {"X-Agent-Collector-Token": read_token(paths)}, "timeout": hook["timeout"]}
+        assert hook["type"] == "command", event
+        assert "agent-collector-hook.sh" in hook["command"] and f" {event} " in hook["command"] + " "
+        assert "curl" not in hook["command"] and "http" not in hook["command"]
+    assert token not in json.dumps(doc) and "X-Agent-Collector-Token" not in json.dumps(doc)
     assert {"SessionStart", "Setup", "UserPromptSubmit", "Stop", "StopFailure", "PermissionRequest",
             "Elicitation", "ElicitationResult", "SessionEnd"} <= set(doc["hooks"])
     assert "WorktreeCreate" not in doc["hooks"]  # its hooks replace Claude's own behaviour
@@ -70,23 +65,21 @@ def test_write_creates_exactly_the_two_files_with_the_marker(paths: Paths) -> No
     assert manifest["name"] == "agent-collector"
     assert manifest["metadata"]["managedBy"] == MANAGED_BY
     hooks = json.loads((root / "hooks" / "hooks.json").read_text())
-    assert hooks["hooks"]["Stop"][0]["hooks"][0]["url"] == "http://127.0.0.1:4555/v1/hooks/claude-code"
+    assert "agent-collector-hook.sh" in hooks["hooks"]["Stop"][0]["hooks"][0]["command"]
     write_plugin("claude-code", SPEC, paths, port=4555)  # again: idempotent
     assert json.loads((root / "hooks" / "hooks.json").read_text()) == hooks
-    assert stat.S_IMODE((root / "hooks" / "hooks.json").stat().st_mode) == 0o600, "it holds the secret"
+    assert stat.S_IMODE((root / "hooks" / "hooks.json").stat().st_mode) == 0o600
 
 
-def test_the_secret_is_made_once_private_and_never_on_a_command_line(paths: Paths) -> None:
+def test_the_secret_is_made_once_private_and_never_in_the_plugin(paths: Paths) -> None:
     assert read_token(paths) is None
     root = write_plugin("claude-code", SPEC, paths, port=4319)
-    doc = json.loads((root / "hooks" / "hooks.json").read_text())
     token = read_token(paths)
     assert token is not None and len(token) == 64 and int(token, 16) >= 0
     for name in ("ingest.token", "ingest.header"):
         assert stat.S_IMODE((paths.state_dir / name).stat().st_mode) == 0o600
     assert (paths.state_dir / "ingest.header").read_text() == f"X-Agent-Collector-Token: {token}\n"
-    command = doc["hooks"]["SessionStart"][0]["hooks"][0]["command"]
-    assert token not in command and f"-H @{paths.state_dir / 'ingest.header'}" in command
+    assert not [f for f in root.rglob("*") if f.is_file() and token in f.read_text()]
     assert ensure_token(paths) == token, "made once, then kept"
 
 
@@ -107,7 +100,8 @@ def test_port_comes_from_the_config(paths: Paths) -> None:
     paths.config_file.write_text("[ingest]\nport = 4777\n")
     assert configured_port(paths) == 4777
     root = write_plugin("claude-code", SPEC, paths)
-    assert ":4777/v1/hooks/" in (root / "hooks" / "hooks.json").read_text()
+    manifest = json.loads((root / ".claude-plugin" / "plugin.json").read_text())
+    assert manifest["metadata"]["endpoint"] == "http://127.0.0.1:4777"
 
 
 def test_a_foreign_plugin_directory_is_never_replaced_or_removed(paths: Paths) -> None:
@@ -147,25 +141,7 @@ def test_edits_follow_the_deploy_protocol(paths: Paths) -> None:
     assert hooks_edit.strip(b"{}") == b"{}"  # not ours: kept
 
 
-# -- the SessionStart relay: a real sh, curl, daemon and spool hook script ---------------------------
-
-class Daemon(ThreadedIngest):
-    def __init__(self, token: str) -> None:
-        self.received: list[tuple[str, bytes]] = []
-        super().__init__(lambda a, b, t: self.received.append((a, b)), frozenset({"claude-code"}), token=token)
-
-
-@pytest.fixture
-def daemon(paths: Paths) -> Iterator[Daemon]:
-    d = Daemon(ensure_token(paths))
-    yield d
-    d.stop()
-
-
-def session_start_command(paths: Paths, port: int) -> str:
-    doc = hooks_document("claude-code", {}, paths, port)
-    return str(doc["hooks"]["SessionStart"][0]["hooks"][0]["command"])
-
+# -- the hooks run: a real sh and the real spool hook script --------------------------------------------
 
 PAYLOAD: dict[str, Any] = {"session_id": "s1", "hook_event_name": "SessionStart", "source": "startup",
                            "cwd": "/work/p"}
@@ -176,35 +152,14 @@ def spooled(paths: Paths) -> list[dict[str, Any]]:
             for line in f.read_text().splitlines()]
 
 
-def run_hook(command: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["sh", "-c", command], input=json.dumps(PAYLOAD), text=True, capture_output=True,
-                          timeout=10, check=False)
-
-
-def test_relay_posts_to_a_running_daemon(paths: Paths, daemon: Daemon) -> None:
-    result = run_hook(session_start_command(paths, daemon.port))
-    assert (result.returncode, result.stdout) == (0, "")  # hooks never print
-    assert [(a, json.loads(b)) for a, b in daemon.received] == [("claude-code", PAYLOAD)]
-    assert spooled(paths) == []
-
-
-def test_relay_to_another_users_daemon_is_refused_and_spools(paths: Paths) -> None:
-    other = Daemon("9c" * 32)  # the daemon of another user (or home) on our port
-    try:
-        result = run_hook(session_start_command(paths, other.port))
-    finally:
-        other.stop()
-    assert (result.returncode, result.stdout) == (0, "")
-    assert other.received == [] and other.server.stats()["requests"]["rejected_401"] == 1
+@pytest.mark.parametrize("event", ["SessionStart", "UserPromptSubmit", "Stop"])
+def test_a_hook_appends_its_payload_to_the_spool_and_prints_nothing(paths: Paths, event: str) -> None:
+    command = hooks_document("claude-code", {}, paths)["hooks"][event][0]["hooks"][0]["command"]
+    result = subprocess.run(["sh", "-c", command], input=json.dumps(PAYLOAD), text=True, capture_output=True,
+                            timeout=10, check=False)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")  # hooks never print
     (line,) = spooled(paths)
-    assert line["payload"] == PAYLOAD
-
-
-def test_relay_falls_back_to_the_spool_when_the_daemon_is_down(paths: Paths) -> None:
-    result = run_hook(session_start_command(paths, 9))  # nothing listens on port 9
-    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
-    (line,) = spooled(paths)
-    assert line["event"] == "SessionStart" and line["payload"] == PAYLOAD
+    assert line["event"] == event and line["agent"] == "claude-code" and line["payload"] == PAYLOAD
 
 
 def test_the_deploy_engine_installs_and_removes_the_plugin(paths: Paths) -> None:

@@ -7,12 +7,14 @@ import json
 import os
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any
 
 from collector.cli.common import add_home, add_json, fail, paths_from, print_json, print_table
 from collector.config import ConfigError, load_config
-from collector.ingest.secret import read_token, recorded_port
+from collector.ingest.owner import refuse_reason
+from collector.ingest.secret import daemon_port, read_token
 from collector.ingest.server import TOKEN_HEADER
 from collector.util.short_ids import shortest_unique
 
@@ -43,10 +45,13 @@ def daemon_url(args: argparse.Namespace) -> str:
         configured = load_config(paths.config_file).ingest.port
     except ConfigError:
         configured = 0
-    return f"http://127.0.0.1:{configured or recorded_port(paths) or 0}"
+    return f"http://127.0.0.1:{daemon_port(paths, configured)}"
 
 
 def fetch_sessions(url: str, token: str | None, timeout: float = 3.0) -> list[dict[str, Any]]:
+    refused = _foreign_listener(url)
+    if refused:
+        raise PermissionError(refused)
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never via a proxy
     request = urllib.request.Request(f"{url}/v1/sessions", headers={TOKEN_HEADER: token or ""})
     with opener.open(request, timeout=timeout) as response:
@@ -55,6 +60,14 @@ def fetch_sessions(url: str, token: str | None, timeout: float = 3.0) -> list[di
     if not isinstance(sessions, list):
         raise ValueError("the daemon answered something that is not a sessions list")
     return sessions
+
+
+def _foreign_listener(url: str) -> str | None:
+    """Why the token must not go to ``url``: a loopback port another user listens on (``ingest.owner``)."""
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.hostname not in ("127.0.0.1", "localhost", "::1") or not parsed.port:
+        return None
+    return refuse_reason(parsed.port)
 
 
 def _ago(ns: Any) -> str:
@@ -77,6 +90,8 @@ def cmd_sessions(args: argparse.Namespace) -> int:
             return fail(f"the daemon at {url} refused our secret (HTTP 401): it is another user's or another "
                         f"home's daemon, or ours was started with a different ingest.token", 1)
         return fail(f"the daemon at {url} answered HTTP {exc.code}", 1)
+    except PermissionError as exc:  # another user listens there: nothing was sent
+        return fail(str(exc), 1)
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
         return fail(f"no daemon answers at {url} ({reason}); start it with `agent-collector run`", 1)

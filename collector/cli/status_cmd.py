@@ -67,6 +67,11 @@ def read_status(paths: Paths) -> dict[str, Any]:
     from collector.deploy import autodeploy, watchdog
 
     status.update(read_saved(paths.state_dir / CHECKPOINTS_FILE, (watchdog.STATE_KEY, autodeploy.STATE_KEY)))
+    from collector.ingest import port_moves
+
+    moved = port_moves.read(paths)
+    if moved is not None:
+        status["ingest_moved"] = moved
     return status
 
 
@@ -149,6 +154,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         _print_watchdog(status["watchdog"])
     if "autodeploy" in status:
         _print_autodeploy(status["autodeploy"])
+    if "ingest_moved" in status:
+        from collector.ingest import port_moves
+
+        print(f"\nWARNING: {port_moves.describe(status['ingest_moved'])}")
     return code
 
 

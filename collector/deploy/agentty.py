@@ -55,7 +55,8 @@ def install_agentty(paths: Paths, port: int, source: Path | None = None, dry_run
     if missing:
         raise DeployError(f"{source} lacks {', '.join(missing)}")
     marker = json.dumps({"managedBy": MANAGED_BY, "url": f"http://127.0.0.1:{port}",
-                         "token_file": str(paths.ingest_token_file)}, indent=2) + "\n"
+                         "port_file": str(paths.ingest_port_file), "token_file": str(paths.ingest_token_file)},
+                        indent=2) + "\n"
     existed = target.exists()
     unchanged = existed and all((target / n).read_bytes() == (source / n).read_bytes() for n in FILES) and (
         (target / MARKER_FILE).read_text(encoding="utf-8") == marker)

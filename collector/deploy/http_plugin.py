@@ -1,4 +1,4 @@
-"""The ``http_plugin_dir`` integration: Claude Code as a drop-in plugin whose hooks post to the daemon.
+"""The ``http_plugin_dir`` integration: Claude Code as a drop-in plugin whose hooks append to the spool.
 
 One directory, ``~/.claude/skills/agent-collector/`` (a *skills-directory plugin*: Claude Code loads any
 ``<skills dir>/<name>/.claude-plugin/plugin.json`` as ``<name>@skills-dir`` on the next session, no
@@ -6,22 +6,20 @@ install step), holding exactly two files:
 
 * ``.claude-plugin/plugin.json``: the manifest, with ``metadata.managedBy`` = ``agent-collector``. We
   replace or delete the directory's files only when that marker is there.
-* ``hooks/hooks.json``: ``type: "http"`` hooks posting to ``http://127.0.0.1:<port>/v1/hooks/<agent>``
-  for every event Claude Code accepts them for, and ``type: "command"`` hooks running the spool hook
-  script for SessionStart and Setup (which accept no http hooks): they post to the daemon with curl and
-  append to the spool when that fails. Every hook has an explicit timeout.
+* ``hooks/hooks.json``: ``type: "command"`` hooks running the spool hook script for every event, each
+  with an explicit timeout.
 
-When the daemon is down an http hook fails without blocking Claude Code and its event is lost; the
-command hooks still spool. What the lost events carried (prompts, tool calls and results, model calls,
-tokens) is in the session transcript, which the collector reads regardless, so only hook-only facts
-(the exact Stop / Notification / PermissionRequest moments, hence live status) are missing for that time.
+The kind keeps its name from the time its hooks posted over HTTP (``type: "http"`` with the ingest token
+in this file). They no longer do: a hook that posts trusts whoever listens on the port, and another local
+user can bind it while the daemon restarts (the token and the prompt would go to them). The spool is a
+0700 directory of this user: nothing leaves it, the daemon reads it whether it was up or not, and the
+file holds no secret. The daemon's file events on the spool keep the live view as prompt as the posts were.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import shlex
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +28,7 @@ from collector.deploy.fsutil import write_atomic
 from collector.deploy.hookcmd import hook_command
 from collector.deploy.model import DeployError
 from collector.deploy.strategies import Check, FileEdit
-from collector.ingest.secret import ensure_token, read_token
-from collector.ingest.server import TOKEN_HEADER
+from collector.ingest.secret import ensure_token
 from collector.paths import Paths
 
 PLUGIN_NAME = "agent-collector"
@@ -39,8 +36,6 @@ MANAGED_BY = "agent-collector"
 HOOKS_MARKER = "agent-collector:managed"
 DEFAULT_PORT = 4319
 DEFAULT_TIMEOUT_S = 3
-# Claude Code rejects http hooks for these; they run the spool hook script instead.
-COMMAND_ONLY_EVENTS = ("SessionStart", "Setup")
 # Events whose hook groups take a tool-name matcher.
 MATCHER_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure", "PermissionRequest", "PermissionDenied")
 # Every event Claude Code 2.1.328 accepts a hook for, except WorktreeCreate/WorktreeRemove (their hooks
@@ -73,36 +68,18 @@ def manifest(port: int) -> dict[str, Any]:
     }
 
 
-def hooks_document(agent: str, spec: dict[str, Any], paths: Paths, port: int,
+def hooks_document(agent: str, spec: dict[str, Any], paths: Paths,
                    hook_script: Path | None = None) -> dict[str, Any]:
+    """Every event's hook runs the spool hook script: no network, no secret in the file."""
     events = spec.get("events") or list(DEFAULT_EVENTS)
-    command_events = set(spec.get("command_events") or COMMAND_ONLY_EVENTS)
     timeout = spec.get("timeout", DEFAULT_TIMEOUT_S)
-    url = ingest_url(port, agent)
-    token = read_token(paths) or ""  # made by install / the daemon's start (write_plugin makes it too)
     hooks: dict[str, list[dict[str, Any]]] = {}
     for event in events:
-        if event in command_events:
-            spool = hook_command(paths, agent, event, hook_script)
-            hook = {"type": "command", "command": relay_command(url, spool, paths.ingest_header_file),
-                    "timeout": timeout}
-        else:
-            hook = {"type": "http", "url": url, "headers": {TOKEN_HEADER: token}, "timeout": timeout}
+        hook = {"type": "command", "command": hook_command(paths, agent, event, hook_script), "timeout": timeout}
         group: dict[str, Any] = {"matcher": "*"} if event in MATCHER_EVENTS else {}
         group["hooks"] = [hook]
         hooks[event] = [group]
     return {"description": f"{HOOKS_MARKER}: telemetry hooks written by agent-collector", "hooks": hooks}
-
-
-def relay_command(url: str, spool_command: str, header_file: Path) -> str:
-    """A command hook that posts its stdin to the daemon like an http hook (so every event of a session
-    arrives through one queue, in order) and, when the daemon does not take it (down, no curl, a 401),
-    runs the spool hook script instead. The secret comes from ``header_file`` (``-H @file``), never from
-    the command line. Never prints, always exits 0."""
-    post = (f"curl -fsS -m 2 --noproxy '*' -o /dev/null -H 'Content-Type: application/json' "
-            f"-H @{shlex.quote(str(header_file))} --data-binary @- {shlex.quote(url)}")
-    return (f"p=$(cat); {{ printf '%s' \"$p\" | {post} || printf '%s' \"$p\" | {spool_command}; }} "
-            ">/dev/null 2>&1; exit 0")
 
 
 def _json(data: dict[str, Any]) -> bytes:
@@ -125,8 +102,8 @@ def is_managed_hooks(data: bytes | None) -> bool:
 
 
 class PluginFile:
-    """One whole file of the plugin directory, ours only when it carries our marker. Written 0600: the
-    hooks carry the user's ingest secret."""
+    """One whole file of the plugin directory, ours only when it carries our marker. Written 0600 (they
+    hold no secret: the hooks spool; earlier versions put the ingest token in hooks.json)."""
 
     private = True
 
@@ -183,7 +160,7 @@ def http_plugin_edits(agent: str, spec: dict[str, Any], paths: Paths, hook_scrip
     if manifest_path.exists() and not is_managed_manifest(manifest_path.read_bytes()):
         raise DeployError(f"{root} holds a plugin that agent-collector did not write "
                           f"(no metadata.managedBy = {MANAGED_BY!r}); left untouched")
-    hooks = hooks_document(agent, spec, paths, port, hook_script)
+    hooks = hooks_document(agent, spec, paths, hook_script)
     return [
         PluginFile(spec, manifest_path, _json(manifest(port)), "plugin manifest", is_managed_manifest),
         PluginFile(spec, root / "hooks" / "hooks.json", _json(hooks), "plugin hooks", is_managed_hooks),

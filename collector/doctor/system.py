@@ -49,9 +49,9 @@ def check_daemon(paths: Paths, pid: int | None, status: dict[str, Any]) -> Findi
 def ingest_port(paths: Paths, config: Any) -> int:
     """The port in effect: the configured one, else (0: chosen per user) the one the daemon recorded in
     ``ingest.port`` at start-up, else the one that would be chosen (``collector.ingest.secret``)."""
-    from collector.ingest.secret import ingest_port as port_in_effect
+    from collector.ingest.secret import daemon_port
 
-    return port_in_effect(paths, int(config.ingest.port) if config is not None else 0)
+    return daemon_port(paths, int(config.ingest.port) if config is not None else 0)
 
 
 def ingest_token(paths: Paths) -> str | None:
@@ -66,7 +66,15 @@ def check_ingest(paths: Paths, config: Any, pid: int | None,
         return ok("ingest", "ingest disabled in the configuration (http hooks are not used)")
     if pid is None:
         return None  # the daemon finding says it all
+    from collector.ingest import port_moves
+    from collector.ingest.owner import refuse_reason
+
     port = ingest_port(paths, config)
+    refused = refuse_reason(port)
+    if refused:
+        return error("ingest", refused, "restart the daemon (`agent-collector service restart`): it moves to a "
+                     "free port when its own is held")
+    moved = port_moves.read(paths)
     try:
         code = (probe or _probe)(port, ingest_token(paths))
     except OSError as exc:
@@ -76,6 +84,9 @@ def check_ingest(paths: Paths, config: Any, pid: int | None,
     if code != 200:
         return error("ingest", f"127.0.0.1:{port}/v1/status answered HTTP {code}",
                      "restart the daemon; `agent-collector install` redeploys the hooks with the current port")
+    if moved is not None and moved.get("port") == port:
+        return warn("ingest", f"reachable on 127.0.0.1:{port}; {port_moves.describe(moved)}",
+                    "nothing to do for the hooks; to get the port back, stop what holds it and restart the daemon")
     return ok("ingest", f"reachable on 127.0.0.1:{port}")
 
 

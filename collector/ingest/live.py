@@ -4,16 +4,21 @@ Service's status plus the session status tracker's sessions). ``agent-collector 
 
 from __future__ import annotations
 
+import dataclasses
+import errno
 import logging
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
 
 from collector.config import Config
+from collector.ingest import port_moves
 from collector.ingest.envelope import to_envelope
+from collector.ingest.owner import listener_uid
 from collector.ingest.relay import SpoolRelay, SpoolWriteFailed
-from collector.ingest.secret import ensure_token, ingest_port, record_port
+from collector.ingest.secret import choose_port, ensure_token, ingest_port, port_is_free, record_port
 from collector.ingest.server import HttpError, IngestConfig, IngestServer, Route
 from collector.paths import Paths
 from collector.pipeline.status import SessionStatusTracker
@@ -77,15 +82,43 @@ class IngestPart:
         try:
             await server.start()
         except OSError as exc:
-            relay.close()
-            log.error("ingest server cannot listen on %s:%d (%s); http hooks are lost until it can, "
-                      "command hooks keep spooling; if another program holds the port, set ingest.port, or "
-                      "delete <state dir>/ingest.port and run `agent-collector install` to choose another",
-                      self.config.host, self.config.port, exc.strerror or exc)
-            return
+            moved = await self._elsewhere(exc, submit, snapshot)
+            if moved is None:
+                relay.close()
+                log.error("ingest server cannot listen on %s:%d (%s); the hooks keep spooling; the live view, "
+                          "`sessions` and the dashboard are unavailable until it can", self.config.host,
+                          self.config.port, exc.strerror or exc)
+                return
+            server = moved
+        else:
+            if self._paths is not None:
+                port_moves.clear(self._paths)
         if self._paths is not None:
             record_port(self._paths, server.port)
         self.server, self.relay = server, relay
+
+    async def _elsewhere(self, exc: OSError, submit: Any,
+                         snapshot: Callable[[], dict[str, Any]]) -> IngestServer | None:
+        """The port is taken (by another user, maybe: a neighbour who bound it while we restarted): listen
+        on a free port of the range instead, and say so (logged, and kept for `status` and `doctor`).
+        The hooks append to the spool and never use the port; our clients read the port recorded here."""
+        if exc.errno != errno.EADDRINUSE:
+            return None
+        taken = self.config.port
+        owner = listener_uid(taken)
+        port = choose_port(lambda p: p != taken and port_is_free(p))
+        server = IngestServer(submit, self._known_agents, snapshot, dataclasses.replace(self.config, port=port),
+                              routes=self._routes)
+        try:
+            await server.start()
+        except OSError:
+            return None
+        who = f"another user (uid {owner})" if owner is not None and owner != os.getuid() else "another program"
+        log.warning("ingest port %d is held by %s; listening on %d instead (recorded for our clients; the hooks "
+                    "spool and are not affected)", taken, who, server.port)
+        if self._paths is not None:
+            port_moves.record(self._paths, taken, server.port, owner)
+        return server
 
     async def stop(self) -> None:
         server, relay, self.server, self.relay = self.server, self.relay, None, None

@@ -129,3 +129,10 @@ def ingest_port(paths: Paths, configured: int, record: bool = False) -> int:
         with contextlib.suppress(OSError):
             record_port(paths, port)
     return port
+
+
+def daemon_port(paths: Paths, configured: int) -> int:
+    """Where a client finds the daemon: the port it recorded when it started listening (it may have moved
+    off a port another program held, or the configuration changed since it started), else the configured
+    one, else the one that would be chosen."""
+    return recorded_port(paths) or ingest_port(paths, configured)

@@ -22,6 +22,7 @@ session had, so a restart of Agentty does not announce the same waiting session 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -29,12 +30,15 @@ import sys
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections import deque
 from pathlib import Path
 from typing import Any
 
 DEFAULT_URL = "http://127.0.0.1:4319"
+LOOPBACK_HEX = {"0100007F", "00000000", "00000000000000000000000000000000",
+                "0000000000000000FFFF00000100007F", "0000000000000000FFFF000000000000"}
 CONFIG_FILE = "agent-collector.json"  # written by `agent-collector install --agent agentty`
 STATE_FILE = "panel-state.json"  # in initialize's plugin.dataDir
 OPEN_COMMANDS = {"open", "agent-collector.open"}  # the palette command, bare or qualified by the plugin id
@@ -118,13 +122,43 @@ class Host:
 # -- the daemon --------------------------------------------------------------------------------------
 
 def daemon_url(plugin_dir: Path, env: dict[str, str]) -> str:
+    """$AGENT_COLLECTOR_URL, else the port the daemon recorded (the marker's ``port_file``: it moves off a
+    port another program holds), else the marker's ``url``."""
     if env.get("AGENT_COLLECTOR_URL"):
         return env["AGENT_COLLECTOR_URL"].rstrip("/")
     try:
         config = json.loads((plugin_dir / CONFIG_FILE).read_text(encoding="utf-8"))
+        port_file = config.get("port_file")
+        with contextlib.suppress(OSError, ValueError, TypeError):
+            port = int(Path(str(port_file)).read_text(encoding="ascii").strip()) if port_file else 0
+            if 0 < port < 65536:
+                return f"http://127.0.0.1:{port}"
         return str(config.get("url") or DEFAULT_URL).rstrip("/")
     except (OSError, ValueError, AttributeError):
         return DEFAULT_URL
+
+
+def listener_uid(port: int) -> int | None:
+    """The uid of the socket listening on 127.0.0.1:``port`` (Linux ``/proc/net/tcp*``), None if unknown."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text(errors="replace").splitlines()[1:]:
+                fields = line.split()
+                if len(fields) > 7 and fields[3] == "0A" and fields[1].endswith(f":{port:04X}") \
+                        and fields[1].split(":")[0] in LOOPBACK_HEX and fields[7].isdigit():
+                    return int(fields[7])
+    return None
+
+
+def foreign_listener(url: str) -> str | None:
+    """Why the token must not be sent to ``url``: another user listens on that loopback port."""
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.hostname not in ("127.0.0.1", "localhost") or not parsed.port:
+        return None
+    uid = listener_uid(parsed.port)
+    if uid is None or uid == os.getuid():
+        return None
+    return f"port {parsed.port} is held by another user (uid {uid}); nothing sent"
 
 
 def daemon_token(plugin_dir: Path, env: dict[str, str]) -> str:
@@ -145,6 +179,9 @@ class Daemon:
 
     def sessions(self) -> tuple[list[dict[str, Any]] | None, str | None]:
         """The sessions, or None and why not."""
+        refused = foreign_listener(self.url)
+        if refused:
+            return None, refused
         try:
             request = urllib.request.Request(f"{self.url}/v1/sessions",
                                              headers={"X-Agent-Collector-Token": self.token})
