@@ -230,3 +230,20 @@ def test_the_schema_refuses_bad_specs(bad: dict[str, Any]) -> None:
 
     with pytest.raises(PluginConfigError):
         source_kinds().configure("command", {"kind": "command", **bad})
+
+
+def test_a_listed_id_that_looks_like_an_option_is_skipped_not_passed(tmp_path: Path) -> None:
+    """Issue 22 item 7: a record field substituted into argv is never read as an option: without ``--``
+    before it a value starting with '-' skips that record (counted), with ``--`` it is passed as data."""
+    lister = program(tmp_path, "list", "print(json.dumps([{'id': '--output=/tmp/x', 't': 1}, {'id': 'b', 't': 2}]))")
+    exporter = program(tmp_path, "export", "print(json.dumps({'argv': sys.argv[1:]}))")
+    bare = {"argv": [str(lister)], "each": {"argv": [str(exporter), "{id}"]}, "cursor": {"field": "t", "key": "id"}}
+    src = source(tmp_path, bare)
+    items = poll(src)
+    assert records(items) == [{"argv": ["b"]}]  # the other one was not run, and it did not stop the rest
+    assert src.stats.malformed == 1 and "would be read as an option" in str(src.stats.last_error)
+    assert items[-1][1].value == {"cursor": 2, "keys": ["b"]}  # moved past it: not tried again
+    ended = {**bare, "each": {"argv": [str(exporter), "--", "{id}"]}}
+    (tmp_path / "again").mkdir()
+    assert records(poll(source(tmp_path / "again", ended))) == [{"argv": ["--", "--output=/tmp/x"]},
+                                                                 {"argv": ["--", "b"]}]

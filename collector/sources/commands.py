@@ -23,7 +23,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -153,7 +153,16 @@ class CommandSource:
         return ok
 
     async def _each(self, listed: dict[str, Any], before: Cursor, after: Cursor, items: list[Item]) -> int | None:
-        result = await self._run(self.spec.each_argv, {"cursor": _text(before.value), **_fields(listed)})
+        values = {"cursor": _text(before.value), **_fields(listed)}
+        try:
+            fill_argv(self.spec.each_argv, values)
+        except PlaceholderError as exc:  # this record's fields cannot make a safe command: skip it, once
+            self.stats.malformed += 1
+            self.stats.last_error = f"{os.path.basename(self.spec.each_argv[0])}: a listed record skipped: {exc}"
+            log.warning("%s: %s", self.name, self.stats.last_error)
+            items.append((None, Position(self.name, after.as_value())))
+            return 0
+        result = await self._run(self.spec.each_argv, values)
         if result is None:
             return None
         records = self._records(result, self.spec.each_records)
@@ -165,7 +174,7 @@ class CommandSource:
     async def _run(self, template: tuple[str, ...], values: dict[str, str]) -> ProcessResult | None:
         """One run; None (counted, logged) when it failed."""
         try:
-            argv = [_fill(arg, values) for arg in template]
+            argv = fill_argv(template, values)
         except PlaceholderError as exc:
             self._failed(f"{template[0]}: {exc}", None)
             return None
@@ -223,6 +232,22 @@ def _fields(data: dict[str, Any]) -> dict[str, str]:
 
 def _text(value: Any) -> str:
     return "" if value is None else str(value)
+
+
+def fill_argv(template: Sequence[str], values: dict[str, str]) -> list[str]:
+    """The argv with its placeholders filled. A value that fills a whole argument and starts with ``-``
+    would be read as an option (a record's id ``--output=/etc/x``, say): refused unless the template puts
+    ``--`` before it (the end of options for most programs)."""
+    argv: list[str] = []
+    options_end = False
+    for index, arg in enumerate(template):
+        filled = _fill(arg, values)
+        if index and not options_end and arg.startswith("{") and filled.startswith("-"):
+            raise PlaceholderError(f"the value of {arg} ({filled[:40]!r}) starts with '-' and would be read as an "
+                                   f"option; put \"--\" before it in argv")
+        options_end = options_end or arg == "--"
+        argv.append(filled)
+    return argv
 
 
 def _fill(arg: str, values: dict[str, str]) -> str:
