@@ -40,7 +40,7 @@ def run_until_exit(daemon: Daemon, timeout: float = 60) -> int:
     return daemon.proc.wait(timeout)
 
 
-@pytest.mark.parametrize(("how", "deaths", "code"), [("abort", 1, -signal.SIGABRT), ("kill", 2, -signal.SIGKILL)])
+@pytest.mark.parametrize(("how", "deaths", "code"), [("abort", 1, -signal.SIGABRT), ("kill", 3, -signal.SIGKILL)])
 def test_a_record_the_daemon_died_on_is_quarantined_at_the_next_start(tmp_path: Path, how: str, deaths: int,
                                                                       code: int) -> None:
     daemon = Daemon(tmp_path, {"AGENT_COLLECTOR_TEST_DIE_ON": f"{how}:{POISON}", "AGENT_COLLECTOR_INGEST__ENABLED":
@@ -74,8 +74,8 @@ def _record(position: str) -> RawRecord:
 
 
 def test_one_kill_without_a_fatal_signal_costs_no_record(tmp_path: Path) -> None:
-    """A user's `kill -9` (or any SIGKILL) mid-record makes the record a suspect, processed again; only a
-    second death on it condemns it. A fatal signal condemns it at once."""
+    """A user's `kill -9` (or any SIGKILL) mid-record makes the record a suspect, processed again; two such
+    kills cost nothing, the third death on it condemns it. A fatal signal condemns it at once."""
     guard = CrashGuard(tmp_path, env={})
     guard.enter(_record("10"))  # the process dies here (nothing clears the name)
     guard.close()
@@ -84,6 +84,10 @@ def test_one_kill_without_a_fatal_signal_costs_no_record(tmp_path: Path) -> None
     assert not again.condemned(_record("10")), "one silent death: processed again"
     again.enter(_record("10"))  # and dies on it once more
     again.close()
+    twice = CrashGuard(tmp_path, env={})
+    assert not twice.condemned(_record("10")), "two silent deaths (a kill at start-up): processed again"
+    twice.enter(_record("10"))  # the third death
+    twice.close()
     third = CrashGuard(tmp_path, env={})
     assert third.condemned(_record("10")) and not third.condemned(_record("10")), "condemned once, then retried"
     third.enter(_record("11"))

@@ -174,7 +174,7 @@ def test_a_death_in_an_exporter_names_the_batch_then_the_entry_then_quarantines_
 
     state = tmp_path / "state"
     state.mkdir()
-    for death in range(2):  # the batch, then the entry alone
+    for death in range(3):  # the batch, then the entry alone twice (two kills cost nothing)
         guard = CrashGuard(state, env={})
         delivery = Delivery([Fake("before"), Deadly("deadly")], CheckpointStore(tmp_path / "c.sqlite"),
                             guard=guard)

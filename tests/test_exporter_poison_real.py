@@ -149,10 +149,10 @@ def test_collect_once_quarantines_the_entry_an_exporter_fails_on_and_retry_offer
 
 
 def test_a_daemon_killed_in_an_exporter_on_an_entry_does_not_die_on_it_again(tmp_path: Path) -> None:
-    """SIGKILL (no word from the process): the first death names the batch, the second (the batch one
-    entry at a time) the entry, and the third start quarantines it and goes on."""
+    """SIGKILL (no word from the process): the first death names the batch, the second and third (the batch
+    one entry at a time) the entry, and the fourth start quarantines it and goes on."""
     daemon = daemon_with_probe(tmp_path, "kill")
-    for death in (1, 2):
+    for death in (1, 2, 3):
         daemon.spawn()
         assert daemon.proc is not None
         assert daemon.proc.wait(60) == -9, f"death {death}: " + daemon.log()[-3000:]

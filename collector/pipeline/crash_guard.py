@@ -12,15 +12,18 @@ At start-up a name still there means the previous process died while working on 
 * it died of a fatal signal (SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL: ``faulthandler`` wrote
   ``<state dir>/fault.log``, enabled by the daemon's commands, ``CrashGuard(faults=True)``): the record is
   condemned at once; when it is read again it goes to the quarantine (stage ``crash``) unprocessed;
-* it died without a word (SIGKILL: the OOM killer, or a user's ``kill -9``): the record becomes a suspect
-  and is processed again; dying on it a second time condemns it. One ``kill -9`` never costs a record.
+* it died without a word (SIGKILL: the OOM killer, or a user's or a service manager's ``kill -9``): the
+  record becomes a suspect and is processed again; the third silent death on it (``SILENT_DEATHS``)
+  condemns it. A ``kill -9`` that is not the record's doing can land on the same record twice (a kill during
+  start-up, when the suspect is the first thing processed): two such kills never cost a record.
 
 Exporting is covered too (``collector.delivery``): while an exporter takes a batch the name is the batch's
 (the exporter and the first and last ``event.id``). A process that died there leaves that name; at the next
 start the batch holding one of those ids is offered to that exporter one entry at a time, each entry named
-before it goes. Dying again names the entry, already with one strike (the batch's death): at the start
-after that, the entry is condemned and quarantined for that exporter instead of offered again
-(``condemned_entry``); the other exporters still get it.
+before it goes. A death then names the entry, which counts the batch's death as its first: the batch goes
+one entry at a time again at the next start, and the third silent death (a fatal signal: the first) makes
+the entry condemned, quarantined for that exporter instead of offered again (``condemned_entry``); the
+other exporters still get it.
 
 A test can make the process die on a record: ``AGENT_COLLECTOR_TEST_DIE_ON=abort:<text>`` (``os.abort()``)
 or ``kill:<text>`` (SIGKILL to itself) when the record's JSON contains ``<text>``; unset, nothing is looked at.
@@ -53,6 +56,7 @@ _SEP = b"\x1f"
 _TEST_DIE_ON = "AGENT_COLLECTOR_TEST_DIE_ON"
 _EXPORT = b"\x1eexport"  # a batch being exported (no stream id starts with a control character)
 _ENTRY = b"\x1eentry"  # one entry being exported on its own
+SILENT_DEATHS = 3  # deaths without a fatal signal's report on one record (or entry) that condemn it
 
 
 def record_key(record: RawRecord) -> bytes:
@@ -99,6 +103,7 @@ class CrashGuard:
         self._condemned: set[bytes] = set()
         self._suspects: dict[bytes, int] = {}
         self._careful: tuple[bytes, set[bytes]] | None = None  # (exporter, ids) of the batch it died exporting
+        self._entry_strikes: dict[bytes, int] = {}  # an entry it died exporting alone -> deaths so far
         self._judge(self.verdict)
         fd = open_private(self.path, os.O_RDWR | os.O_CREAT)
         try:
@@ -124,17 +129,25 @@ class CrashGuard:
         if verdict.key.startswith(_EXPORT + _SEP):
             self._careful_after(verdict.key, verdict)
             return
+        deaths = verdict.strikes + 1
+        if verdict.key.startswith(_ENTRY + _SEP) and not verdict.fatal_signal and deaths < SILENT_DEATHS:
+            _, exporter, eid = verdict.key.split(_SEP, 2)
+            self._careful = (exporter, {eid})
+            self._entry_strikes[verdict.key] = deaths
+            log.error("the previous run was killed while exporter %s took one entry (%d deaths on it); its batch "
+                      "goes to it one entry at a time again", exporter.decode("utf-8", "replace"), deaths)
+            return
         where = verdict.key.decode("utf-8", "replace").replace("\x1f", " at ")
-        if verdict.fatal_signal or verdict.strikes >= 1:
+        if verdict.fatal_signal or deaths >= SILENT_DEATHS:
             self._condemned.add(verdict.key)
             log.error("the previous run died while processing the record %s (%s); it is quarantined when read "
-                      "again", where, "a fatal signal" if verdict.fatal_signal else f"{verdict.strikes + 1} deaths")
+                      "again", where, "a fatal signal" if verdict.fatal_signal else f"{deaths} deaths")
             if verdict.fault_report:
                 log.error("the fatal signal's report:\n%s", verdict.fault_report[-4000:])
         else:
-            self._suspects[verdict.key] = verdict.strikes + 1
-            log.warning("the previous run was killed while processing the record %s; it is processed again "
-                        "(a second death on it quarantines it)", where)
+            self._suspects[verdict.key] = deaths
+            log.warning("the previous run was killed while processing the record %s (%d deaths on it); it is "
+                        "processed again (the %dth quarantines it)", where, deaths, SILENT_DEATHS)
 
     def _careful_after(self, key: bytes, verdict: Verdict) -> None:
         _, exporter, *ids = key.split(_SEP)
@@ -158,7 +171,8 @@ class CrashGuard:
         return bool(self._condemned)
 
     def condemned_entry(self, exporter: str, entry: Mapping[str, object]) -> bool:
-        """The previous runs died twice exporting ``entry`` to ``exporter``: quarantine it, do not offer it."""
+        """The previous runs died on ``entry`` exporting it to ``exporter`` (a fatal signal, or
+        ``SILENT_DEATHS`` kills): quarantine it, do not offer it."""
         if not self._condemned:
             return False
         key = entry_key(exporter, entry)
@@ -179,8 +193,9 @@ class CrashGuard:
         return False
 
     def exporting_entry(self, exporter: str, entry: Mapping[str, object]) -> None:
-        """``exporter`` takes ``entry`` alone; dying now condemns it (the batch's death was its first)."""
-        self._write(1, entry_key(exporter, entry))
+        """``exporter`` takes ``entry`` alone; dying now is one more death on it (the batch's was its first)."""
+        key = entry_key(exporter, entry)
+        self._write(self._entry_strikes.get(key, 1) if self._entry_strikes else 1, key)
 
     def _write(self, strikes: int, key: bytes) -> None:
         data = b"%d\x1f%d\x1f" % (strikes, len(key)) + key
