@@ -14,7 +14,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import errno
 import os
+import stat
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -22,6 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from collector.paths import Paths, bundled_schema
+
+MAX_CONFIG_BYTES = 1 << 20  # a config.toml larger than this is refused (it is a few kB)
 
 if TYPE_CHECKING:
     import jsonschema
@@ -257,11 +261,27 @@ def _env_overrides(env: Mapping[str, str], known_agents: Iterable[str]) -> tuple
     return out, origins
 
 
+def _read_regular(path: Path) -> bytes:
+    """The file's bytes; a FIFO, a directory or a device there is an error, never a hang."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a FIFO, a directory or a device)")
+        os.set_blocking(fd, True)
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read(MAX_CONFIG_BYTES + 1)
+        if len(data) > MAX_CONFIG_BYTES:
+            raise OSError(errno.EFBIG, f"larger than {MAX_CONFIG_BYTES} bytes")
+        return data
+    finally:
+        os.close(fd)
+
+
 def _read_file(path: Path) -> dict[str, Any]:
     if not path.exists():
         return {}
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(_read_regular(path).decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: {exc}") from exc
     except OSError as exc:

@@ -12,6 +12,7 @@ from pathlib import Path
 from collector import __version__
 from collector.cli.common import CommandError, fail
 from collector.util import gc_tuning
+from collector.util.private import NotRegularFile
 
 # Command modules (under collector.cli), each with register(subparsers), in the order of `--help`, and
 # the commands each one registers. A command imports only its own module: `report` does not pay for the
@@ -70,6 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except CommandError as exc:
         return fail(str(exc), exc.code)
+    except NotRegularFile as exc:  # one of our own files is a directory, a FIFO...: one clear line
+        return fail(str(exc), 1)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

@@ -34,12 +34,44 @@ def private_dir(path: Path) -> Path:
     return path
 
 
+class NotRegularFile(OSError):
+    """One of our own files is a directory, a FIFO, a device or a socket: nothing of ours can live there.
+    Its message is the one line a command prints."""
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def not_regular(path: Path | str, mode: int) -> NotRegularFile:
+    return NotRegularFile(f"{path} is {_kind(mode)}, not a regular file: agent-collector keeps its own file "
+                          f"there; move that away and start again")
+
+
 def open_private(path: Path | str, flags: int = os.O_WRONLY | os.O_APPEND | os.O_CREAT) -> int:
     """``os.open`` that never follows a symlink at ``path`` and leaves the file 0600 (our own files only:
-    a file we open for writing is ours, so its mode is set even when it already existed)."""
-    fd = os.open(path, flags | _NOFOLLOW | _CLOEXEC, FILE_MODE)
+    a file we open for writing is ours, so its mode is set even when it already existed). Never blocks on
+    a FIFO: anything but a regular file is :class:`NotRegularFile`."""
     try:
-        if stat.S_IMODE(os.fstat(fd).st_mode) != FILE_MODE:
+        fd = os.open(path, flags | _NOFOLLOW | _CLOEXEC | os.O_NONBLOCK, FILE_MODE)
+    except OSError as exc:  # EISDIR; ENXIO: a FIFO nobody reads, opened for writing
+        mode = stat.S_IFREG
+        with contextlib.suppress(OSError):
+            mode = os.lstat(path).st_mode
+        if not stat.S_ISREG(mode) and not stat.S_ISLNK(mode):
+            raise not_regular(path, mode) from exc
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise not_regular(path, st.st_mode)
+        if os.get_blocking(fd) is False and not flags & os.O_NONBLOCK:
+            os.set_blocking(fd, True)
+        if stat.S_IMODE(st.st_mode) != FILE_MODE:
             os.fchmod(fd, FILE_MODE)
     except BaseException:
         os.close(fd)
