@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from robust_support import Daemon
 from support import ROOT, assert_no_duplicates, assert_schema_valid
 
@@ -125,3 +127,22 @@ def test_each_misbehaviour_is_reported_and_the_rest_goes_on(tmp_path: Path) -> N
     assert totals == [(7, 3), (360, 50)]
     assert sorted(e["event.name"] for e in good) == ["llm.response", "llm.response", "session.start",
                                                      "user.prompt", "user.prompt"]
+
+
+def test_hanging_plugins_delay_discovery_by_one_timeout_not_one_each(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 22 item 7: the `info` handshakes run in parallel: four plugins that hang cost one timeout."""
+    from collector.external import discovery
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for n in range(4):
+        plugin = bin_dir / f"entire-agent-slow{n}"
+        plugin.write_text("#!/bin/sh\nexec sleep 30\n")
+        plugin.chmod(0o755)
+    monkeypatch.setattr(discovery, "INFO_TIMEOUT_S", 1.0)
+    started = time.monotonic()
+    found = discovery.discover(str(bin_dir), (), str(tmp_path), 1 << 20)
+    took = time.monotonic() - started
+    assert found.plugins == [] and len(found.skipped) == 4 and all("info failed" in s for s in found.skipped)
+    assert took < 3.5, f"{took:.1f}s for 4 hanging plugins (sequential would be 4 s or more)"

@@ -1,7 +1,9 @@
 """Finding plugins as the protocol says: ``entire-agent-<name>`` executables on the absolute entries of
 PATH (a relative entry is skipped: it would resolve against whatever the working directory is), the first
 of a name wins, a name that is an agent of ``agents.d`` is skipped, and ``info`` must answer with
-``protocol_version`` 1. Every skip has a reason, logged and shown by ``status`` / ``agents list``."""
+``protocol_version`` 1. Every skip has a reason, logged and shown by ``status`` / ``agents list``. The
+``info`` handshakes run in parallel, each under ``INFO_TIMEOUT_S``: plugins that hang delay the start by
+one timeout at most, not one each."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import os
 import re
 import stat
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +23,7 @@ log = logging.getLogger(__name__)
 
 PREFIX = "entire-agent-"
 INFO_TIMEOUT_S = 10.0
+MAX_PARALLEL = 16  # handshakes at once
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 
 
@@ -61,6 +65,7 @@ def discover(path_env: str, builtin: Iterable[str], repo: str, max_output: int,
     known = set(builtin)
     taken: dict[str, Path] = {}
     caller = Caller(Limits(INFO_TIMEOUT_S, max_output, 64 * 1024))
+    asked: list[ExternalPlugin] = []
     for entry in path_env.split(os.pathsep):
         if not entry:
             continue
@@ -77,18 +82,25 @@ def discover(path_env: str, builtin: Iterable[str], repo: str, max_output: int,
             elif only and name not in only:
                 log.info("%s: not in [external_agents] plugins; not run", path)
             else:
-                _handshake(ExternalPlugin(name, str(path)), caller, repo, found)
+                asked.append(ExternalPlugin(name, str(path)))
+    if asked:
+        with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(asked)), thread_name_prefix="plugin-info") as pool:
+            answers = list(pool.map(lambda plugin: _handshake(plugin, caller, repo), asked))
+        for plugin, (accepted, reason) in zip(asked, answers, strict=True):
+            if accepted is not None:
+                found.plugins.append(accepted)
+            else:
+                found.skip(f"{plugin.path}: {reason}")
     return found
 
 
-def _handshake(plugin: ExternalPlugin, caller: Caller, repo: str, found: Discovery) -> None:
+def _handshake(plugin: ExternalPlugin, caller: Caller, repo: str) -> tuple[ExternalPlugin | None, str]:
+    """The plugin with its ``info``, or None and why it is skipped."""
     try:
         info = caller.obj(plugin, "info", [], repo)
     except PluginError as exc:
-        found.skip(f"{plugin.path}: info failed: {exc}")
-        return
+        return None, f"info failed: {exc}"
     version = info.get("protocol_version")
     if version != PROTOCOL_VERSION:
-        found.skip(f"{plugin.path}: protocol_version {version!r}, this collector speaks {PROTOCOL_VERSION}")
-        return
-    found.plugins.append(ExternalPlugin(plugin.name, plugin.path, info))
+        return None, f"protocol_version {version!r}, this collector speaks {PROTOCOL_VERSION}"
+    return ExternalPlugin(plugin.name, plugin.path, info), ""
