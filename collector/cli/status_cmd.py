@@ -148,6 +148,12 @@ def cmd_status(args: argparse.Namespace) -> int:
         print()
         print_table(("EXPORTER", "STATS"),
                     [(n, ", ".join(f"{k}={v}" for k, v in s.items())) for n, s in sorted(exporters.items())])
+    rebuilt = ((exporters.get("usage_store") or {}) if isinstance(exporters, dict) else {}).get("rebuilt")
+    if isinstance(rebuilt, dict):
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(float(rebuilt.get("at") or 0)))
+        print(f"\nusage store rebuilt from the JSONL output at {when} ({rebuilt.get('reason')}): "
+              f"{rebuilt.get('entries')} entries from {rebuilt.get('files')} files, "
+              f"{rebuilt.get('first_day')} .. {rebuilt.get('last_day')}")
     _print_quarantine(status.get("quarantine") or {})
     if "watchdog" in status:
         print()

@@ -53,7 +53,7 @@ def _jsonl(section: dict[str, Any], ctx: ExporterContext) -> list[Exporter]:
 
 
 def _store(section: dict[str, Any], ctx: ExporterContext) -> list[Exporter]:
-    usage = build_usage_exporter({"store": section}, ctx.paths.data_dir)
+    usage = build_usage_exporter({"store": section}, ctx.paths.data_dir, ctx.output_dir)
     return [] if usage is None else [usage]
 
 

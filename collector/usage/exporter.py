@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from collector.exporters.base import Entry, ExportError
+from collector.usage.rebuild import last_rebuild, rebuild, set_aside, store_problem
 from collector.usage.store import StoreSettings, UsageStore, store_file
 
 log = logging.getLogger(__name__)
@@ -26,10 +27,12 @@ class UsageStoreExporter:
 
     name = "usage_store"
 
-    def __init__(self, path: Path, retention_days: int) -> None:
+    def __init__(self, path: Path, retention_days: int, output_dir: Path | None = None) -> None:
         self.path = path
         self._retention_days = retention_days
+        self._output_dir = output_dir  # the JSONL output a missing or damaged store is rebuilt from
         self._store: UsageStore | None = None
+        self.rebuilt: dict[str, Any] | None = None
         self.error: str | None = None
         with contextlib.suppress(ExportError):  # logged; the first batch tries again
             self._open()
@@ -37,7 +40,7 @@ class UsageStoreExporter:
     def _open(self) -> UsageStore:
         if self._store is None:
             try:
-                self._store = UsageStore(self.path, self._retention_days)
+                self._store = self._open_or_rebuild()
             except (sqlite3.Error, OSError) as exc:
                 reason = getattr(exc, "strerror", None) or str(exc)
                 if self.error is None:
@@ -48,6 +51,21 @@ class UsageStoreExporter:
                 log.info("usage store %s opened", self.path)
             self.error = None
         return self._store
+
+    def _open_or_rebuild(self) -> UsageStore:
+        problem = store_problem(self.path) if self._output_dir is not None else None
+        aside = set_aside(self.path) if problem and problem != "missing" else None
+        if aside is not None:
+            log.error("usage store %s is %s; moved aside to %s", self.path, problem, aside)
+        store = UsageStore(self.path, self._retention_days)
+        try:
+            if problem and self._output_dir is not None:
+                rebuild(store, self._output_dir, problem, aside)
+            self.rebuilt = last_rebuild(store)
+        except BaseException:
+            store.close()
+            raise
+        return store
 
     def export(self, batch: Sequence[Entry]) -> None:
         """A failing database (full, locked, unreadable) refuses the batch for later; an error an entry
@@ -72,6 +90,8 @@ class UsageStoreExporter:
                                  "pruned": store.pruned if store else 0, "path": str(self.path)}
         if self.error is not None:
             stats["error"] = self.error
+        if self.rebuilt is not None:
+            stats["rebuilt"] = self.rebuilt
         return stats
 
 
@@ -89,8 +109,8 @@ def store_settings(config: Any) -> StoreSettings:
                          retention_days=int(get("retention_days", 0)))
 
 
-def build_usage_exporter(config: Any, data_dir: Path) -> UsageStoreExporter | None:
+def build_usage_exporter(config: Any, data_dir: Path, output_dir: Path | None = None) -> UsageStoreExporter | None:
     settings = store_settings(config)
     if not settings.enabled:
         return None
-    return UsageStoreExporter(store_file(data_dir, settings), settings.retention_days)
+    return UsageStoreExporter(store_file(data_dir, settings), settings.retention_days, output_dir)

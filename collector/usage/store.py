@@ -323,6 +323,13 @@ class UsageStore:
         self.duplicates = 0
         self.pruned = 0
 
+    def meta(self, key: str) -> str | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        self._db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", (key, value))
+
     def _load_collided(self) -> set[str]:
         return {row[0] for row in self._db.execute("SELECT event_id FROM collided")}
 
