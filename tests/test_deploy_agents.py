@@ -275,7 +275,7 @@ def test_opencode_refuses_to_replace_a_foreign_file_with_our_name(env: tuple[Pat
     target = home / ".config" / "opencode" / "plugin" / "agent-collector.js"
     target.write_text("// someone else's plugin\n")
     [change] = install_agent(definitions()["opencode"], paths)
-    assert change.action is Action.ERROR and "not written by agent-collector" in change.summary
+    assert change.action is Action.CONFLICT and "not written by agent-collector" in change.summary
     assert target.read_text() == "// someone else's plugin\n"
     assert integration_state(definitions()["opencode"], paths)[0].state is State.CONFLICT
 

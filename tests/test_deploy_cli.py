@@ -36,11 +36,12 @@ def test_install_all_detected_then_uninstall(home: Path, capsys: pytest.CaptureF
     paths = paths_for(home)
     original = agent_snapshot(home, paths)
     assert main(["install", "--home", str(home)]) == 0
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
     for agent in ("claude-code", "codex", "gemini-cli", "qwen-code", "opencode"):
         assert f"{agent}: " in out
     assert "note: codex settings_hooks: untrusted" in out and "/hooks" in out
-    assert "codex: conflict" in out and "notify is already set" in out
+    assert "warning: codex: conflict" in captured.err and "notify is already set" in captured.err
     assert main(["uninstall", "--home", str(home)]) == 0
     assert agent_snapshot(home, paths) == original
 
@@ -141,3 +142,23 @@ def test_install_agent_agentty_copies_the_panel_only_when_agentty_is_present(
     assert main(["uninstall", "--home", str(home), "--agent", "agentty"]) == 0
     assert not target.exists()
     assert "agentty" in capsys.readouterr().out
+
+
+def test_the_users_own_cline_hook_leaves_cline_unhooked_whole_and_install_goes_on(
+        home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 23 item 6: one event file of Cline's hooks folder is the user's own executable. Nothing of
+    Cline's integration is written (never half-hooked), the warning names the file, the other agents are
+    deployed, install exits 0, twice (and --dry-run too); the user's file is untouched."""
+    own = home / ".cline" / "hooks" / "PreToolUse"
+    own.parent.mkdir(parents=True)
+    own.write_text("#!/bin/sh\necho mine\n")
+    own.chmod(0o755)
+    for args in (["install"], ["install", "--dry-run"], ["install"]):
+        assert main([*args, "--home", str(home)]) == 0
+        captured = capsys.readouterr()
+        assert f"warning: cline: conflict {own}" in captured.err and "none of that integration's" in captured.err
+        assert "claude-code: " in captured.out
+    assert sorted(p.name for p in own.parent.iterdir()) == ["PreToolUse"]
+    assert own.read_text() == "#!/bin/sh\necho mine\n"
+    assert main(["uninstall", "--home", str(home)]) == 0
+    assert main(["uninstall", "--home", str(home)]) == 0, "uninstall twice: nothing left to do, still 0"

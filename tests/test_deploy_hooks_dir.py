@@ -98,9 +98,11 @@ def test_the_users_own_hooks_are_never_touched(env: tuple[Path, Paths]) -> None:
     before = agent_snapshot(home, paths)
     defn = definitions()[AGENT]
     changes = {Path(c.file).name: c for c in install_agent(defn, paths)}
-    assert changes["PreToolUse"].action is Action.ERROR
+    # all or nothing: one event file is the user's, so none of ours is written (never half-hooked)
+    assert list(changes) == ["PreToolUse"] and changes["PreToolUse"].action is Action.CONFLICT
     assert "not written by agent-collector" in changes["PreToolUse"].summary
-    assert all(c.action is Action.CREATE for name, c in changes.items() if name != "PreToolUse")
+    assert "none of that integration's 9 files was written" in changes["PreToolUse"].summary
+    assert sorted(p.name for p in hooks.iterdir()) == ["PreToolUse", "TaskStart.sh"]
     assert (hooks / "PreToolUse").read_text() == "#!/bin/sh\necho '{\"cancel\": true}'\n"
     assert integration_state(defn, paths)[0].state is State.CONFLICT
     uninstall_agent(defn, paths)

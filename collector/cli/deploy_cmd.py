@@ -21,6 +21,7 @@ from collector.deploy import (
 )
 from collector.deploy.agentty import AGENTTY, agentty_present, install_agentty, uninstall_agentty
 from collector.deploy.choices import disabled_agents, set_disabled
+from collector.deploy.model import Action
 from collector.deploy.records import RecordStore
 from collector.ingest.secret import ensure_token, ingest_port
 from collector.paths import Paths
@@ -196,8 +197,9 @@ def _report(changes: list[Change], as_json: bool, notes: list[IntegrationStatus]
         })
         return
     for change in changes:
-        stream = sys.stderr if change.failed else sys.stdout
-        stream.write(("error: " if change.failed else "") + str(change) + "\n")
+        conflict = change.action is Action.CONFLICT
+        stream = sys.stderr if change.failed or conflict else sys.stdout
+        stream.write(("error: " if change.failed else "warning: " if conflict else "") + str(change) + "\n")
     for note in notes:
         print(f"note: {note.agent} {note.kind}: {note.state.value.replace('_', ' ')}: {note.hint}")
 

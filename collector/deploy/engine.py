@@ -195,11 +195,38 @@ def _uninstall_file(
 def install_agent(
     defn: AgentDefinition, paths: Paths, hook_script: Path | None = None, dry_run: bool = False
 ) -> list[Change]:
-    """Deploy every integration of ``defn``; one Change per file (errors included, never raised)."""
+    """Deploy every integration of ``defn``; one Change per file (errors included, never raised). An
+    integration is deployed whole or not at all: when one of its files cannot take our part (the user's own
+    hook executable where ours would go, a file we cannot parse or write), none of its files is written and
+    the blocking file says why, so an agent is never left half-hooked (its sessions are still read from its
+    own files); the agent's other integrations go on."""
     by_file, problems = _agent_edits(defn, paths, hook_script)
     store = RecordStore(paths)
-    changes = problems + [_install_file(defn.id, p, e, store, dry_run) for p, e in by_file.items()]
+    planned = {p: _install_file(defn.id, p, e, store, True) for p, e in by_file.items()}
+    blocked = {id(e.spec) for p, c in planned.items() if c.action in _BLOCKING for e in by_file[p]}
+    changes = list(problems)
+    for path, edits in by_file.items():
+        plan = planned[path]
+        if plan.action in _BLOCKING:
+            changes.append(_not_deployed(plan, edits, by_file, dry_run))
+        elif blocked and any(id(e.spec) in blocked for e in edits):
+            continue  # part of an integration another of whose files is blocked: not written
+        else:
+            changes.append(plan if dry_run else _install_file(defn.id, path, edits, store, False))
     return changes + _remove_other_variants(defn.id, by_file, paths, hook_script, store, dry_run)
+
+
+_BLOCKING = (Action.ERROR, Action.CONFLICT)
+
+
+def _not_deployed(plan: Change, edits: list[FileEdit], by_file: dict[Path, list[FileEdit]], dry_run: bool) -> Change:
+    """The blocking file's change; when its integration has other files, it says they were not written."""
+    specs = {id(e.spec) for e in edits}
+    others = [p for p, es in by_file.items() if str(p) != plan.file and any(id(e.spec) in specs for e in es)]
+    if not others:
+        return plan
+    return Change(plan.agent, plan.file, plan.action, f"{plan.summary}; so none of that integration's "
+                  f"{len(others) + 1} files was written (its sessions are still read from its own files)", dry_run)
 
 
 def _remove_other_variants(agent: str, keep: dict[Path, list[FileEdit]], paths: Paths, hook_script: Path | None,

@@ -428,7 +428,7 @@ class ManagedFile:
 
     def apply(self, current: bytes | None) -> bytes | None:
         if current is not None and not self._ours(current):
-            raise DeployError(f"{self.path} exists and was not written by agent-collector; not replaced")
+            raise Conflict(f"{self.path} exists and was not written by agent-collector (the user's own?); not replaced")
         return self.content
 
     def strip(self, current: bytes | None) -> bytes | None:
