@@ -85,9 +85,11 @@ if [ -x "$BIN" ]; then
   else
     "$BIN" uninstall || status=1
   fi
-else
-  say "warning: $BIN is missing: cannot remove our hooks from the agents" >&2
+elif ls "$DATA_DIR/state/deploy/"*.json >/dev/null 2>&1; then
+  say "warning: $BIN is missing: cannot remove our hooks from the agents (recorded in $DATA_DIR/state/deploy)" >&2
   status=1
+else
+  say "no integration of ours is recorded: nothing to take out of the agents"  # e.g. uninstalled before
 fi
 
 # -- 3. the link on PATH, the program, then (with --purge) the data -----------------------------------
