@@ -113,7 +113,7 @@ if [ -x "$VENV/bin/python" ]; then
 else
   run "$PY" -m venv "$VENV"
 fi
-pip_args="--quiet --disable-pip-version-check --no-input"
+pip_args="--disable-pip-version-check --no-input"  # not --quiet: its "Collecting ..." lines are the progress
 if [ -n "$DEPS_FROM" ]; then
   deps_site=$(find "$DEPS_FROM" -maxdepth 4 -type d -name site-packages 2>/dev/null | head -n 1)
   [ -n "$deps_site" ] || deps_site=$DEPS_FROM
@@ -128,11 +128,29 @@ if [ -n "$DEPS_FROM" ]; then
 fi
 # pip_args is a list of plain words: split on purpose. A checkout is always rebuilt and reinstalled;
 # a wheel of the same version needs --force-reinstall (then a second pass for missing dependencies).
+# The program is reinstalled only when what it is built from changed (the wheel, or the checkout's
+# pyproject.toml and package files): a second install with nothing changed reuses the environment.
 if [ -n "$WHEEL" ]; then
-  run "$VENV/bin/python" -m pip install $pip_args --force-reinstall --no-deps "$WHEEL"
-  [ -n "$DEPS_FROM" ] || run "$VENV/bin/python" -m pip install $pip_args "$WHEEL"
+  source_id=$(cksum <"$WHEEL")
 else
-  run "$VENV/bin/python" -m pip install $pip_args "$SRC"
+  source_id=$(find "$SRC/pyproject.toml" "$SRC/collector" -type f ! -name '*.pyc' | LC_ALL=C sort | xargs cat | cksum)
+fi
+source_id="$source_id deps:${DEPS_FROM:-pip}"
+stamp="$VENV/.agent-collector-source"
+if [ "$DRY" = 0 ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$source_id" ] \
+    && "$VENV/bin/python" -c 'import collector' >/dev/null 2>&1; then
+  say "program unchanged since the last install: reusing $VENV"
+else
+  say "installing the program and its dependencies with pip (a minute or two the first time) ..."
+  started=$(date +%s)
+  rm -f "$stamp"
+  if [ -n "$WHEEL" ]; then
+    run "$VENV/bin/python" -m pip install $pip_args --force-reinstall --no-deps "$WHEEL"
+    [ -n "$DEPS_FROM" ] || run "$VENV/bin/python" -m pip install $pip_args "$WHEEL"
+  else
+    run "$VENV/bin/python" -m pip install $pip_args "$SRC"
+  fi
+  [ "$DRY" = 1 ] || { printf '%s\n' "$source_id" >"$stamp"; say "program installed in $(( $(date +%s) - started )) s"; }
 fi
 run mkdir -p "$SHARE/deploy"
 for part in agents.d schemas hooks integrations; do

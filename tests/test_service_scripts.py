@@ -103,6 +103,7 @@ def test_install_upgrade_uninstall_in_a_throwaway_home(sandbox: tuple[Path, dict
 
     # install: program, agents, config, daemon in background mode, autostart block in ~/.profile
     done = sh(INSTALL, *install_args(), "--autostart-profile", env=env)
+    assert "installing the program and its dependencies with pip" in done.stdout and "program installed in" in done.stdout
     assert done.returncode == 0, done.stdout + done.stderr
     share_hook = venv / "share" / "agent-collector" / "hooks" / "agent-collector-hook.sh"
     assert share_hook.exists() and (config / "config.toml").exists()
@@ -138,9 +139,14 @@ def test_install_upgrade_uninstall_in_a_throwaway_home(sandbox: tuple[Path, dict
     checkpoints = data / "state" / "checkpoints.sqlite"
     assert checkpoints.exists()
     on_path = {**env, "PATH": f"{link.parent}:{env['PATH']}"}
+    started = time.monotonic()
     again = sh(INSTALL, *install_args(), "--autostart-profile", env=on_path)
+    took = time.monotonic() - started
     assert again.returncode == 0, again.stdout + again.stderr
     assert "upgrading the existing installation" in again.stdout
+    # nothing changed in the program: the environment is reused, no pip run (issue 23 item 6)
+    assert "program unchanged since the last install: reusing" in again.stdout and "pip install" not in again.stdout
+    assert took < 30, f"a second install with nothing changed took {took:.0f} s"
     assert f"agent-collector is on your PATH ({link} -> {bin_})" in again.stdout
     assert agent_snapshot(home, paths) == installed
     assert (config / "config.toml").read_text().endswith("# my edit\n") and checkpoints.exists()
