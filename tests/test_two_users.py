@@ -5,6 +5,7 @@ port; B receives nothing at all. Needs root to create user B (CI runs as root); 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import pwd
@@ -14,6 +15,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from robust_support import Daemon
@@ -62,6 +64,16 @@ def user_b() -> pwd.struct_passwd:
 def _cli(daemon: Daemon, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "collector", *args, "--home", str(daemon.home)], env=daemon.env,
                           capture_output=True, text=True, timeout=60)
+
+
+def _agentty_panel() -> Any:
+    """The Agentty panel program (a standalone file, not a package module)."""
+    path = Path(__file__).resolve().parents[1] / "integrations" / "agentty" / "agent-collector" / "agentty_panel.py"
+    spec = importlib.util.spec_from_file_location("agentty_panel_under_test", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _hook_commands(daemon: Daemon) -> dict[str, str]:
@@ -121,6 +133,10 @@ def test_a_neighbour_on_our_port_gets_nothing_and_every_event_arrives(tmp_path: 
         assert session in sessions.stdout
         refused = _cli(daemon, "sessions", "--url", f"http://127.0.0.1:{taken}")
         assert refused.returncode == 1 and f"held by another user (uid {user_b.pw_uid})" in refused.stderr
+        panel = _agentty_panel()
+        assert f"held by another user (uid {user_b.pw_uid})" in str(panel.foreign_listener(f"http://127.0.0.1:{taken}"))
+        assert panel.Daemon(f"http://127.0.0.1:{taken}", token).sessions()[0] is None  # refused before sending
+        assert panel.foreign_listener(f"http://127.0.0.1:{moved['port']}") is None  # our own daemon
         status = _cli(daemon, "status")
         assert f"ingest port {taken} was held by another user (uid {user_b.pw_uid})" in status.stdout
         doctor = _cli(daemon, "doctor", "--json")
