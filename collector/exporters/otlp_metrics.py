@@ -14,6 +14,12 @@ Each series (metric + attribute set + resource) keeps its cumulative value since
 start time); after each batch every series goes out in one request, so a failure raises
 :class:`ExportError`. The durable queue then retries the *same* batch; it is recognised and not recorded
 twice. An entry whose attributes cannot be encoded is poison: not recorded, reported, the rest goes on.
+
+Across restarts (``state``: the checkpoint store, key ``exporter.<name>``): the series are saved with the
+queue position that produced them in :meth:`OtlpMetricsExporter.checkpoint` (after each delivered batch)
+and restored at start with their values *and* start times; the queue resumes at that position, so no
+entry is counted twice (``collector.exporters.otlp_metrics_state``). Without a readable state the series
+start from zero with new start times.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from collector.exporters.base import Entry
 from collector.exporters.otlp_common import SCOPE, PoisonSink, ResourceCache, no_sink
 from collector.exporters.otlp_logs import reason
 from collector.exporters.otlp_send import Sender
+from collector.state.checkpoints import KeyState
 
 log = logging.getLogger(__name__)
 TOKEN_BUCKETS = (
@@ -64,6 +71,7 @@ SESSIONS = Instrument("agent_collector.sessions", "{session}")
 TURNS = Instrument("agent_collector.turns", "{turn}")
 TOOL_CALLS = Instrument("agent_collector.tool.calls", "{call}")
 ERRORS = Instrument("agent_collector.errors", "{error}")
+INSTRUMENTS = {i.name: i for i in (TOKENS, DURATION, SESSIONS, TURNS, TOOL_CALLS, ERRORS)}
 
 
 @dataclass(slots=True)
@@ -113,14 +121,15 @@ class Meter:
         self.tool_calls = _Recorder(self, TOOL_CALLS)
         self.errors = _Recorder(self, ERRORS)
 
-    def get(self, instrument: Instrument, attrs: dict[str, str]) -> Series:
+    def get(self, instrument: Instrument, attrs: dict[str, str], start_ns: int | None = None) -> Series:
         points = self.series.setdefault(instrument, {})
         key = tuple(attrs.items())
         found = points.get(key)
         if found is None:
             encoded = self.attrs[7 if instrument.bounds is None else 9].fields(attrs)  # may raise Unencodable
             buckets = [] if instrument.bounds is None else [0] * (len(instrument.bounds) + 1)
-            found = points[key] = Series(dict(attrs), encoded, time.time_ns(), buckets=buckets)
+            start = time.time_ns() if start_ns is None else start_ns
+            found = points[key] = Series(dict(attrs), encoded, start, buckets=buckets)
         return found
 
     def metrics(self, now_ns: int) -> list[bytes]:
@@ -194,16 +203,57 @@ class _Recorder:
 
 
 class OtlpMetricsExporter:
-    def __init__(self, name: str, sender: Sender, resources: ResourceCache, poison: PoisonSink = no_sink) -> None:
+    def __init__(self, name: str, sender: Sender, resources: ResourceCache, poison: PoisonSink = no_sink,
+                 state: KeyState | None = None) -> None:
         self.name = name
         self.sender = sender
         self.resources = resources
         self.on_poison = poison
+        self.state = state
         self._meters: dict[tuple[str, str], Meter] = {}
         self._last_batch: tuple[str, str, int] | None = None
+        self.position: dict[str, int] | None = None  # the queue position the saved series cover
         self.recorded = 0
         self.requests = 0
         self.poison = 0
+        self.restored_series = 0
+        self._load()
+
+    # -- state ----------------------------------------------------------------------------------------------
+    def _load(self) -> None:
+        from collector.exporters.otlp_metrics_state import load_meters
+
+        data = self.state.load() if self.state is not None else None
+        if not isinstance(data, dict):
+            return
+        try:
+            meters = load_meters(data.get("meters", []))
+            for key in meters:
+                self.resources.encoded(key)  # raises on a resource no longer encodable
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError, wire.Unencodable) as exc:
+            log.error("%s: unreadable metric state (%s); the series start from zero with new start times",
+                      self.name, exc)
+            return
+        position = data.get("position")
+        self._meters = meters
+        self.position = position if isinstance(position, dict) else None
+        self.restored_series = sum(len(p) for m in meters.values() for p in m.series.values())
+        log.info("%s: %d cumulative series resumed with their start times", self.name, self.restored_series)
+
+    def checkpoint(self, position: dict[str, int] | None = None) -> None:
+        """Save the series with the queue ``position`` that produced them (the queue calls this just
+        before it writes its ack file)."""
+        if self.state is None:
+            return
+        from collector.exporters.otlp_metrics_state import meters_json
+
+        if position is not None:
+            self.position = dict(position)
+        self.state.save({"meters": meters_json(self._meters), "position": self.position})
+
+    def restored_position(self) -> dict[str, int] | None:
+        """Where the queue resumes: the position the restored series cover (None: no state)."""
+        return self.position
 
     def meter(self, key: tuple[str, str]) -> Meter:
         found = self._meters.get(key)
@@ -252,4 +302,5 @@ class OtlpMetricsExporter:
             "recorded_entries": self.recorded,
             "requests": self.requests,
             "unencodable": self.poison,
+            "restored_series": self.restored_series,
         }
