@@ -17,7 +17,8 @@ twice. An entry whose attributes cannot be encoded is poison: not recorded, repo
 
 Across restarts (``state``: the checkpoint store, key ``exporter.<name>``): the series are saved with the
 queue position that produced them in :meth:`OtlpMetricsExporter.checkpoint` (after each delivered batch)
-and restored at start with their values *and* start times; the queue resumes at that position, so no
+and restored at start with their values, start times and resource ``service.instance.id`` (the SDK draws
+a new one per process, and it is part of a stream's identity); the queue resumes at that position, so no
 entry is counted twice (``collector.exporters.otlp_metrics_state``). Without a readable state the series
 start from zero with new start times.
 """
@@ -31,6 +32,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from opentelemetry.sdk.resources import Resource
 
 from collector.exporters import otlp_wire as wire
 from collector.exporters.base import Entry
@@ -225,7 +228,9 @@ class OtlpMetricsExporter:
 
         data = self.state.load() if self.state is not None else None
         if not isinstance(data, dict):
+            self._pin_instance(None)
             return
+        self._pin_instance(data.get("instance"))
         try:
             meters = load_meters(data.get("meters", []))
             for key in meters:
@@ -240,6 +245,15 @@ class OtlpMetricsExporter:
         self.restored_series = sum(len(p) for m in meters.values() for p in m.series.values())
         log.info("%s: %d cumulative series resumed with their start times", self.name, self.restored_series)
 
+    def _pin_instance(self, saved: Any) -> None:
+        """A stream's identity includes its resource, whose ``service.instance.id`` the SDK draws anew in
+        every process: the series resume under the instance id they were saved with (unless configured)."""
+        if "service.instance.id" in self.resources.extra:
+            return
+        if not isinstance(saved, str) or not saved:
+            saved = str(Resource.create({}).attributes.get("service.instance.id", ""))
+        self.resources.extra["service.instance.id"] = saved
+
     def checkpoint(self, position: dict[str, int] | None = None) -> None:
         """Save the series with the queue ``position`` that produced them (the queue calls this just
         before it writes its ack file)."""
@@ -249,7 +263,8 @@ class OtlpMetricsExporter:
 
         if position is not None:
             self.position = dict(position)
-        self.state.save({"meters": meters_json(self._meters), "position": self.position})
+        self.state.save({"meters": meters_json(self._meters), "position": self.position,
+                         "instance": self.resources.extra.get("service.instance.id")})
 
     def restored_position(self) -> dict[str, int] | None:
         """Where the queue resumes: the position the restored series cover (None: no state)."""
