@@ -96,14 +96,17 @@ def expected_entries(entries: list[dict[str, Any]]) -> int:
 
 def test_the_daemon_killed_25_times_mid_ingest_with_otlp_on(tmp_path: Path) -> None:
     clean, killed = OtlpReceiver().start(), OtlpReceiver().start()
+    daemons: list[Daemon] = []
     try:
         t0 = time.monotonic()
         lines = spool_lines()
         first = daemon(tmp_path / "clean", clean)
+        daemons.append(first)
         append(first, lines)
         clean_entries = run_to_the_end(first, clean)
         print(f"\nclean run {time.monotonic() - t0:.1f}s, {len(clean_entries)} entries")
         d = daemon(tmp_path / "killed", killed)
+        daemons.append(d)
         rng = random.Random(22)
         left = list(lines)
         for _ in range(KILLS):  # the agent goes on writing while the daemon is killed mid-delivery
@@ -137,5 +140,9 @@ def test_the_daemon_killed_25_times_mid_ingest_with_otlp_on(tmp_path: Path) -> N
         print("metric sums", totals)
         assert not wrong and got.keys() == expected.keys(), wrong
     finally:
+        for one in daemons:  # none is left behind by a failure
+            if one.proc is not None and one.proc.poll() is None:
+                one.proc.kill()
+                one.proc.wait(10)
         clean.stop()
         killed.stop()
