@@ -19,14 +19,16 @@ Across restarts (``state``: the checkpoint store, key ``exporter.<name>``): the 
 queue position that produced them in :meth:`OtlpMetricsExporter.checkpoint` (after each delivered batch)
 and restored at start with their values, start times and resource ``service.instance.id`` (the SDK draws
 a new one per process, and it is part of a stream's identity); the queue resumes at that position, so no
-entry is counted twice (``collector.exporters.otlp_metrics_state``). Without a readable state the series
-start from zero with new start times.
+entry is counted twice (:func:`meters_json`, :func:`load_meters`). Without a readable state (missing, or
+of a shape that does not load) the series start from zero with new start times: a new start time never
+comes with an old total.
 """
 
 from __future__ import annotations
 
 import bisect
 import logging
+import math
 import struct
 import time
 from collections.abc import Sequence
@@ -205,6 +207,51 @@ class _Recorder:
         series.high = max(series.high, value)
 
 
+def series_json(series: Series) -> dict[str, Any]:
+    out: dict[str, Any] = {"attrs": series.attrs, "start_ns": series.start_ns, "value": series.value}
+    if series.buckets:
+        out.update(total=series.total, buckets=list(series.buckets),
+                   low=series.low if math.isfinite(series.low) else None,
+                   high=series.high if math.isfinite(series.high) else None)
+    return out
+
+
+def meters_json(meters: dict[tuple[str, str], Meter]) -> list[dict[str, Any]]:
+    return [
+        {
+            "resource": list(key),
+            "series": {instrument.name: [series_json(s) for s in points.values()]
+                       for instrument, points in meter.series.items()},
+        }
+        for key, meter in meters.items()
+    ]
+
+
+def load_meters(data: Any) -> dict[tuple[str, str], Meter]:
+    """The meters saved by :func:`meters_json`; raises ValueError/TypeError/KeyError on a bad shape."""
+    if not isinstance(data, list):
+        raise TypeError("meters is not a list")
+    meters: dict[tuple[str, str], Meter] = {}
+    for item in data:
+        key = (str(item["resource"][0]), str(item["resource"][1]))
+        meter = meters.setdefault(key, Meter())
+        for name, points in dict(item["series"]).items():
+            instrument = INSTRUMENTS[name]
+            for saved in points:
+                attrs = {str(k): str(v) for k, v in dict(saved["attrs"]).items()}
+                series = meter.get(instrument, attrs, start_ns=int(saved["start_ns"]))
+                series.value = int(saved["value"])
+                if instrument.bounds is not None:
+                    buckets = [int(b) for b in saved["buckets"]]
+                    if len(buckets) != len(instrument.bounds) + 1:
+                        raise ValueError(f"{name}: {len(buckets)} buckets")
+                    series.buckets = buckets
+                    series.total = float(saved["total"])
+                    series.low = float("inf") if saved.get("low") is None else float(saved["low"])
+                    series.high = float("-inf") if saved.get("high") is None else float(saved["high"])
+    return meters
+
+
 class OtlpMetricsExporter:
     def __init__(self, name: str, sender: Sender, resources: ResourceCache, poison: PoisonSink = no_sink,
                  state: KeyState | None = None) -> None:
@@ -224,8 +271,6 @@ class OtlpMetricsExporter:
 
     # -- state ----------------------------------------------------------------------------------------------
     def _load(self) -> None:
-        from collector.exporters.otlp_metrics_state import load_meters
-
         data = self.state.load() if self.state is not None else None
         if not isinstance(data, dict):
             self._pin_instance(None)
@@ -259,8 +304,6 @@ class OtlpMetricsExporter:
         before it writes its ack file)."""
         if self.state is None:
             return
-        from collector.exporters.otlp_metrics_state import meters_json
-
         if position is not None:
             self.position = dict(position)
         self.state.save({"meters": meters_json(self._meters), "position": self.position,
