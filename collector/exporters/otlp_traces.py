@@ -120,7 +120,7 @@ class OtlpTracesExporter:
             self._send_outbox()
         except Exception as exc:  # noqa: BLE001 - kept in the outbox; the next call retries
             log.debug("%s: send deferred: %s", self.name, exc)
-        # not saved here: the queue calls checkpoint() before it writes its position, by time or count
+        # not saved here: the queue calls checkpoint(position) before it writes its position
 
     def checkpoint(self, position: dict[str, int] | None = None) -> None:
         """Save the open turns and the outbox with the queue ``position`` they cover (the queue calls this

@@ -4,9 +4,11 @@
 to segment files on disk (one JSON line per entry, one write and one fsync per batch) and returns. A
 background thread reads the queue in order and hands batches to ``inner.export()``; on
 :class:`ExportError` it retries the *same* batch with exponential backoff, so a slow or dead backend never
-stalls the caller. Progress is an acknowledged position (segment number + byte offset) written by time or
-count (``collector.exporters.queue_log``), so after a ``kill -9`` delivery resumes at the last written
-position (at-least-once; entries keep their deterministic ids).
+stalls the caller. Progress is an acknowledged position (segment number + byte offset) written after
+each delivered batch by default (``collector.exporters.queue_log``), so after a ``kill -9`` delivery
+resumes at the last written position: at most the one batch whose 2xx came just before is sent again
+(at-least-once; entries keep their deterministic ids). Entries the log held when it was opened are not
+appended again when a source offers them again (its checkpoint had not committed before the kill).
 
 Several queues can share one :class:`~collector.exporters.queue_log.SegmentLog` (``log=``, each with its
 ``consumer`` name): the signals of one OTLP backend. The batch is then serialised and written once, for all
@@ -21,8 +23,10 @@ exception), the rest is delivered.
 When the log holds more than ``cap_bytes``, whole segments are dropped from the oldest end; the entries
 that were still undelivered in them are counted (``dropped``) and logged.
 
-If ``inner`` has a ``checkpoint()`` method, it is called before every write of the queue's position (by
-time or count, see ``queue_log``): ``inner`` saves there what it holds of the entries up to that position.
+If ``inner`` has a ``checkpoint(position)`` method, it is called before every write of the queue's
+position, with that position: ``inner`` saves, in one write, what it holds of the entries up to there and
+the position itself; at start the queue resumes from ``inner.restored_position()`` when that is ahead of
+its ack file (a kill between the two writes).
 If ``inner`` has a ``tick(now_ns)`` method the delivery thread calls it about once a second when it has
 nothing else to do (the trace exporter closes idle turns there); an ``ExportError`` from ``tick`` is retried
 with the same backoff.
