@@ -2,7 +2,8 @@
 
 Bind 127.0.0.1 on a free port; ``stop()`` and ``start()`` again on the same port to simulate an outage;
 ``fail_with = 503`` to answer errors (``retry_after`` adds that header).
-``spans()``, ``logs()``, ``metric_points()`` flatten what arrived.
+``spans()``, ``logs()``, ``metric_points()`` flatten what arrived (a metric point with its
+``start_time_unix_nano`` as ``start`` and ``time_unix_nano`` as ``time``).
 """
 
 from __future__ import annotations
@@ -201,6 +202,8 @@ class OtlpReceiver:
                                 "kind": kind,
                                 "attributes": attributes(point.attributes),
                                 "resource": resource,
+                                "start": point.start_time_unix_nano,
+                                "time": point.time_unix_nano,
                             }
                             if kind == "histogram":
                                 item.update(

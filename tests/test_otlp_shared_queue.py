@@ -1,7 +1,8 @@
 """The signals of a backend share one durable log: a batch is serialised, written and fsync'd once for all
 of them; each signal reads it with its own position, so one that is down keeps the segment (and its
-entries) while the others go on; positions reach the disk by time or count, not after every batch; the
-per-signal directories of an older version are delivered first and then removed."""
+entries) while the others go on; positions reach the disk after every batch by default, else by time or
+count; a batch offered again after a restart (its source checkpoint had not committed) is not queued
+twice; the per-signal directories of an older version are delivered first and then removed."""
 
 from __future__ import annotations
 
@@ -105,6 +106,46 @@ def test_positions_are_written_by_time_or_count_and_a_restart_resumes(
     for q in again + queues:
         q.shutdown()
     assert orjson.loads((tmp_path / "q" / "ack-logs.json").read_bytes())["delivered"] >= 200
+
+
+def test_a_batch_offered_again_after_a_kill_is_not_queued_twice(tmp_path: Path) -> None:
+    queues, _ = consumers(tmp_path / "q", start=False)  # the backends never see it before the "kill"
+    first = entries(30)
+    for q in queues:
+        q.export(first)
+    assert lines_on_disk(tmp_path / "q") == 30
+    # kill -9 before the source's checkpoint committed: the next run reads the last 10 again, with 20 new
+    again, backends = consumers(tmp_path / "q")
+    offered = [dict(e) for e in first[20:]] + [{"event.id": f"new-{i}", "seq": 100 + i} for i in range(20)]
+    for q in again:
+        q.export(offered)
+    for q in again:
+        assert q.flush(10)
+    assert lines_on_disk(tmp_path / "q") == 50
+    for backend in backends:
+        ids = [e["event.id"] for e in backend.received]
+        assert len(ids) == len(set(ids)) == 50
+    assert again[0].stats()["requeued_skipped"] == 10
+    for q in again + queues:
+        q.shutdown()
+
+
+def test_the_default_writes_the_position_after_every_batch(tmp_path: Path) -> None:
+    queues, backends = consumers(tmp_path / "q", QueueOptions(max_batch=10, tick_interval=0.05, drain_timeout=1.0,
+                                                              ack_interval=3600))
+    for q in queues:
+        q.export(entries(100))
+    for q in queues:
+        assert q.flush(10)
+    size = sum(p.stat().st_size for p in (tmp_path / "q").glob("seg-*.jsonl"))
+    for signal in SIGNALS:  # no shutdown (a kill -9 now): every position is already on disk
+        assert orjson.loads((tmp_path / "q" / f"ack-{signal}.json").read_bytes())["offset"] == size
+    again, backends2 = consumers(tmp_path / "q")
+    for q in again:
+        assert q.flush(10)
+    assert all(b.received == [] for b in backends2)
+    for q in again + queues:
+        q.shutdown()
 
 
 def test_an_older_versions_per_signal_queue_is_delivered_first_then_removed(tmp_path: Path) -> None:

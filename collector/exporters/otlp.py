@@ -41,7 +41,7 @@ def build_signal_exporter(
     """One signal of one backend behind its durable queue: a consumer of the backend's log (``shared``,
     under ``paths.queue_dir / "otlp" / <backend>``), draining first the directory an older version kept
     for the signal alone. A trace exporter keeps its open turns in the checkpoint store (``store``, else
-    the one under ``paths``)."""
+    the one under ``paths``), a metric exporter its cumulative series."""
     name = exporter_name(backend.name, signal.signal)
     queue_dir = paths.queue_dir / name  # where older versions queued this signal alone
     options = options or QueueOptions()
@@ -66,7 +66,8 @@ def build_signal_exporter(
             poison=poison,
         )
     else:
-        inner = OtlpMetricsExporter(name, sender, resources, poison)
+        series = KeyState(store or _store(paths), f"exporter.{name}")
+        inner = OtlpMetricsExporter(name, sender, resources, poison, series)
     legacy = queue_dir if any(queue_dir.glob("seg-*.jsonl")) else None
     return QueuedExporter(inner, shared.dir, options=options, poison=poison, log=shared, consumer=signal.signal,
                           legacy=legacy)
@@ -107,7 +108,7 @@ def build_otlp_exporters(
     """
     exporters: list[Exporter] = []
     backends = load_otlp_config(config, env)
-    store = _store(paths) if any("traces" in b.signals for b in backends) else None
+    store = _store(paths) if any({"traces", "metrics"} & set(b.signals) for b in backends) else None
     if quarantine is None and backends:
         quarantine = Quarantine(quarantine_dir(paths))
     for backend in backends:

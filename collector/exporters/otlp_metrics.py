@@ -14,23 +14,35 @@ Each series (metric + attribute set + resource) keeps its cumulative value since
 start time); after each batch every series goes out in one request, so a failure raises
 :class:`ExportError`. The durable queue then retries the *same* batch; it is recognised and not recorded
 twice. An entry whose attributes cannot be encoded is poison: not recorded, reported, the rest goes on.
+
+Across restarts (``state``: the checkpoint store, key ``exporter.<name>``): the series are saved with the
+queue position that produced them in :meth:`OtlpMetricsExporter.checkpoint` (after each delivered batch)
+and restored at start with their values, start times and resource ``service.instance.id`` (the SDK draws
+a new one per process, and it is part of a stream's identity); the queue resumes at that position, so no
+entry is counted twice (:func:`meters_json`, :func:`load_meters`). Without a readable state (missing, or
+of a shape that does not load) the series start from zero with new start times: a new start time never
+comes with an old total.
 """
 
 from __future__ import annotations
 
 import bisect
 import logging
+import math
 import struct
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry.sdk.resources import Resource
+
 from collector.exporters import otlp_wire as wire
 from collector.exporters.base import Entry
 from collector.exporters.otlp_common import SCOPE, PoisonSink, ResourceCache, no_sink
 from collector.exporters.otlp_logs import reason
 from collector.exporters.otlp_send import Sender
+from collector.state.checkpoints import KeyState
 
 log = logging.getLogger(__name__)
 TOKEN_BUCKETS = (
@@ -64,6 +76,7 @@ SESSIONS = Instrument("agent_collector.sessions", "{session}")
 TURNS = Instrument("agent_collector.turns", "{turn}")
 TOOL_CALLS = Instrument("agent_collector.tool.calls", "{call}")
 ERRORS = Instrument("agent_collector.errors", "{error}")
+INSTRUMENTS = {i.name: i for i in (TOKENS, DURATION, SESSIONS, TURNS, TOOL_CALLS, ERRORS)}
 
 
 @dataclass(slots=True)
@@ -113,14 +126,15 @@ class Meter:
         self.tool_calls = _Recorder(self, TOOL_CALLS)
         self.errors = _Recorder(self, ERRORS)
 
-    def get(self, instrument: Instrument, attrs: dict[str, str]) -> Series:
+    def get(self, instrument: Instrument, attrs: dict[str, str], start_ns: int | None = None) -> Series:
         points = self.series.setdefault(instrument, {})
         key = tuple(attrs.items())
         found = points.get(key)
         if found is None:
             encoded = self.attrs[7 if instrument.bounds is None else 9].fields(attrs)  # may raise Unencodable
             buckets = [] if instrument.bounds is None else [0] * (len(instrument.bounds) + 1)
-            found = points[key] = Series(dict(attrs), encoded, time.time_ns(), buckets=buckets)
+            start = time.time_ns() if start_ns is None else start_ns
+            found = points[key] = Series(dict(attrs), encoded, start, buckets=buckets)
         return found
 
     def metrics(self, now_ns: int) -> list[bytes]:
@@ -193,17 +207,111 @@ class _Recorder:
         series.high = max(series.high, value)
 
 
+def series_json(series: Series) -> dict[str, Any]:
+    out: dict[str, Any] = {"attrs": series.attrs, "start_ns": series.start_ns, "value": series.value}
+    if series.buckets:
+        out.update(total=series.total, buckets=list(series.buckets),
+                   low=series.low if math.isfinite(series.low) else None,
+                   high=series.high if math.isfinite(series.high) else None)
+    return out
+
+
+def meters_json(meters: dict[tuple[str, str], Meter]) -> list[dict[str, Any]]:
+    return [
+        {
+            "resource": list(key),
+            "series": {instrument.name: [series_json(s) for s in points.values()]
+                       for instrument, points in meter.series.items()},
+        }
+        for key, meter in meters.items()
+    ]
+
+
+def load_meters(data: Any) -> dict[tuple[str, str], Meter]:
+    """The meters saved by :func:`meters_json`; raises ValueError/TypeError/KeyError on a bad shape."""
+    if not isinstance(data, list):
+        raise TypeError("meters is not a list")
+    meters: dict[tuple[str, str], Meter] = {}
+    for item in data:
+        key = (str(item["resource"][0]), str(item["resource"][1]))
+        meter = meters.setdefault(key, Meter())
+        for name, points in dict(item["series"]).items():
+            instrument = INSTRUMENTS[name]
+            for saved in points:
+                attrs = {str(k): str(v) for k, v in dict(saved["attrs"]).items()}
+                series = meter.get(instrument, attrs, start_ns=int(saved["start_ns"]))
+                series.value = int(saved["value"])
+                if instrument.bounds is not None:
+                    buckets = [int(b) for b in saved["buckets"]]
+                    if len(buckets) != len(instrument.bounds) + 1:
+                        raise ValueError(f"{name}: {len(buckets)} buckets")
+                    series.buckets = buckets
+                    series.total = float(saved["total"])
+                    series.low = float("inf") if saved.get("low") is None else float(saved["low"])
+                    series.high = float("-inf") if saved.get("high") is None else float(saved["high"])
+    return meters
+
+
 class OtlpMetricsExporter:
-    def __init__(self, name: str, sender: Sender, resources: ResourceCache, poison: PoisonSink = no_sink) -> None:
+    def __init__(self, name: str, sender: Sender, resources: ResourceCache, poison: PoisonSink = no_sink,
+                 state: KeyState | None = None) -> None:
         self.name = name
         self.sender = sender
         self.resources = resources
         self.on_poison = poison
+        self.state = state
         self._meters: dict[tuple[str, str], Meter] = {}
         self._last_batch: tuple[str, str, int] | None = None
+        self.position: dict[str, int] | None = None  # the queue position the saved series cover
         self.recorded = 0
         self.requests = 0
         self.poison = 0
+        self.restored_series = 0
+        self._load()
+
+    # -- state ----------------------------------------------------------------------------------------------
+    def _load(self) -> None:
+        data = self.state.load() if self.state is not None else None
+        if not isinstance(data, dict):
+            self._pin_instance(None)
+            return
+        self._pin_instance(data.get("instance"))
+        try:
+            meters = load_meters(data.get("meters", []))
+            for key in meters:
+                self.resources.encoded(key)  # raises on a resource no longer encodable
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError, wire.Unencodable) as exc:
+            log.error("%s: unreadable metric state (%s); the series start from zero with new start times",
+                      self.name, exc)
+            return
+        position = data.get("position")
+        self._meters = meters
+        self.position = position if isinstance(position, dict) else None
+        self.restored_series = sum(len(p) for m in meters.values() for p in m.series.values())
+        log.info("%s: %d cumulative series resumed with their start times", self.name, self.restored_series)
+
+    def _pin_instance(self, saved: Any) -> None:
+        """A stream's identity includes its resource, whose ``service.instance.id`` the SDK draws anew in
+        every process: the series resume under the instance id they were saved with (unless configured)."""
+        if "service.instance.id" in self.resources.extra:
+            return
+        if not isinstance(saved, str) or not saved:
+            saved = str(Resource.create({}).attributes.get("service.instance.id", ""))
+        self.resources.extra["service.instance.id"] = saved
+
+    def checkpoint(self, position: dict[str, int] | None = None) -> None:
+        """Save the series with the queue ``position`` that produced them (the queue calls this just
+        before it writes its ack file)."""
+        if self.state is None:
+            return
+        if position is not None:
+            self.position = dict(position)
+        self.state.save({"meters": meters_json(self._meters), "position": self.position,
+                         "instance": self.resources.extra.get("service.instance.id")})
+
+    def restored_position(self) -> dict[str, int] | None:
+        """Where the queue resumes: the position the restored series cover (None: no state)."""
+        return self.position
 
     def meter(self, key: tuple[str, str]) -> Meter:
         found = self._meters.get(key)
@@ -252,4 +360,5 @@ class OtlpMetricsExporter:
             "recorded_entries": self.recorded,
             "requests": self.requests,
             "unencodable": self.poison,
+            "restored_series": self.restored_series,
         }

@@ -4,8 +4,9 @@ encoded straight to OTLP protobuf ``Span`` messages (the same bytes as the SDK's
 
 Durability: the open turns and the spans built but not yet sent (the *outbox*) are saved in the checkpoint
 store (``collector.state.checkpoints``, key ``exporter.<name>``) in :meth:`checkpoint`, which the durable
-queue calls just before it writes its position (by time or count, not per batch), so a restart continues
-half-built traces from there and the queue delivers again what came after. ``export`` first retries the
+queue calls with its position just before it writes its ack file (after each delivered batch by default);
+the position is saved in the same write, so a restart continues half-built traces from there and the
+queue (``restored_position``) delivers again only what came after. ``export`` first retries the
 outbox and raises :class:`ExportError` if that still fails, which makes the durable queue in front keep
 the batch and back off; the outbox is therefore never bigger than what one batch and one tick produce.
 Deterministic ids make any resend harmless.
@@ -74,6 +75,7 @@ class OtlpTracesExporter:
         self.state = state
         self.turns = TurnAssembler(idle_ns=int(idle_timeout_s * 1e9), grace_ns=int(grace_s * 1e9))
         self.outbox: list[tuple[tuple[str, str], list[SpanData]]] = []  # (resource key, spans) not yet sent
+        self.position: dict[str, int] | None = None  # the queue position the saved state covers
         self.sent_spans = 0
         self.sent_traces = 0
         self.incomplete_traces = 0
@@ -88,6 +90,8 @@ class OtlpTracesExporter:
         data = self.state.load()
         if not isinstance(data, dict):
             return
+        position = data.get("position")
+        self.position = position if isinstance(position, dict) else None
         try:
             self.turns.load_json(data.get("turns", {}))
             self.outbox = [((str(item["resource"][0]), str(item["resource"][1])),
@@ -99,7 +103,7 @@ class OtlpTracesExporter:
 
     def _save(self) -> None:
         outbox = [{"resource": list(key), "spans": [s.to_json() for s in spans]} for key, spans in self.outbox]
-        self.state.save({"turns": self.turns.to_json(), "outbox": outbox})
+        self.state.save({"turns": self.turns.to_json(), "outbox": outbox, "position": self.position})
 
     # -- the Exporter interface ---------------------------------------------------------------------------
     def export(self, batch: Sequence[Entry]) -> None:
@@ -116,13 +120,19 @@ class OtlpTracesExporter:
             self._send_outbox()
         except Exception as exc:  # noqa: BLE001 - kept in the outbox; the next call retries
             log.debug("%s: send deferred: %s", self.name, exc)
-        # not saved here: the queue calls checkpoint() before it writes its position, by time or count
+        # not saved here: the queue calls checkpoint(position) before it writes its position
 
-    def checkpoint(self) -> None:
-        """Save the open turns and the outbox (the queue does, just before it writes its position: what
-        comes after that position is delivered again after a crash and rebuilds the rest)."""
+    def checkpoint(self, position: dict[str, int] | None = None) -> None:
+        """Save the open turns and the outbox with the queue ``position`` they cover (the queue calls this
+        just before it writes its ack file: what comes after is delivered again after a crash)."""
         with self._lock:
+            if position is not None:
+                self.position = dict(position)
             self._save()
+
+    def restored_position(self) -> dict[str, int] | None:
+        """The queue position the state loaded at start covers (the queue resumes there if it is ahead)."""
+        return self.position
 
     def tick(self, now_ns: int) -> None:
         """Release idle or ended turns; retry the outbox (raises ExportError when the backend is down).

@@ -4,9 +4,11 @@
 to segment files on disk (one JSON line per entry, one write and one fsync per batch) and returns. A
 background thread reads the queue in order and hands batches to ``inner.export()``; on
 :class:`ExportError` it retries the *same* batch with exponential backoff, so a slow or dead backend never
-stalls the caller. Progress is an acknowledged position (segment number + byte offset) written by time or
-count (``collector.exporters.queue_log``), so after a ``kill -9`` delivery resumes at the last written
-position (at-least-once; entries keep their deterministic ids).
+stalls the caller. Progress is an acknowledged position (segment number + byte offset) written after
+each delivered batch by default (``collector.exporters.queue_log``), so after a ``kill -9`` delivery
+resumes at the last written position: at most the one batch whose 2xx came just before is sent again
+(at-least-once; entries keep their deterministic ids). Entries the log held when it was opened are not
+appended again when a source offers them again (its checkpoint had not committed before the kill).
 
 Several queues can share one :class:`~collector.exporters.queue_log.SegmentLog` (``log=``, each with its
 ``consumer`` name): the signals of one OTLP backend. The batch is then serialised and written once, for all
@@ -21,8 +23,10 @@ exception), the rest is delivered.
 When the log holds more than ``cap_bytes``, whole segments are dropped from the oldest end; the entries
 that were still undelivered in them are counted (``dropped``) and logged.
 
-If ``inner`` has a ``checkpoint()`` method, it is called before every write of the queue's position (by
-time or count, see ``queue_log``): ``inner`` saves there what it holds of the entries up to that position.
+If ``inner`` has a ``checkpoint(position)`` method, it is called before every write of the queue's
+position, with that position: ``inner`` saves, in one write, what it holds of the entries up to there and
+the position itself; at start the queue resumes from ``inner.restored_position()`` when that is ahead of
+its ack file (a kill between the two writes).
 If ``inner`` has a ``tick(now_ns)`` method the delivery thread calls it about once a second when it has
 nothing else to do (the trace exporter closes idle turns there); an ``ExportError`` from ``tick`` is retried
 with the same backoff.
@@ -53,7 +57,7 @@ from typing import Any
 import orjson
 
 from collector.exporters.base import Entry, Exporter, ExportError, PoisonSink, no_sink
-from collector.exporters.queue_log import ACK_FILE, Cursor, SegmentLog, segment_name
+from collector.exporters.queue_log import ACK_FILE, Cursor, Position, SegmentLog, segment_name
 from collector.narrowing import narrow
 
 _log = logging.getLogger(__name__)
@@ -75,7 +79,7 @@ class QueueOptions:
     drain_timeout: float = 2.0
     max_unexpected_failures: int = 5
     ack_interval: float = 1.0  # an acknowledged position reaches the disk at least this often...
-    ack_every: int = 64  # ...or after this many delivered batches, and when the queue is idle or stops
+    ack_every: int = 1  # ...or after this many delivered batches (1: after each), when idle or stopping
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,11 +111,21 @@ class _Batch:
 class _Counters:
     enqueued: int = 0
     rejected: int = 0
+    requeued: int = 0  # entries offered again after a restart, already in the log: not appended twice
     corrupt: int = 0
     failures: int = 0
     last_error: str | None = None
     last_success_ns: int | None = None
     backend_up: bool | None = None
+
+
+def _with_position(checkpoint: Any) -> Any:
+    """``inner.checkpoint(position)``: the inner exporter saves its state with the queue position it covers."""
+
+    def save(head: Position) -> None:
+        checkpoint({"segment": head.segment, "offset": head.offset})
+
+    return save
 
 
 def new_log(directory: Path, cap_bytes: int, consumers: list[str], options: QueueOptions) -> SegmentLog:
@@ -143,7 +157,11 @@ class QueuedExporter:
         self._log = log if log is not None else new_log(Path(dir), cap_bytes, [consumer], self.options)
         self._cursor = self._log.cursors[consumer]
         checkpoint = getattr(inner, "checkpoint", None)
-        self._cursor.before_save = checkpoint if callable(checkpoint) else None
+        self._cursor.before_save = _with_position(checkpoint) if callable(checkpoint) else None
+        restored = getattr(inner, "restored_position", None)
+        if callable(restored):
+            with self._log.lock:
+                self._log.resume(self._cursor, restored())
         self._consumer = consumer
         self._legacy = new_log(legacy, 1 << 62, [""], self.options) if legacy is not None else None
         self._lock = self._log.lock
@@ -170,6 +188,7 @@ class QueuedExporter:
         if claimed is not None:
             self._counters.enqueued += claimed
             return
+        batch = self._not_queued_yet(batch)
         lines, count = self._serialise(batch)
         with self._wake:
             try:
@@ -182,6 +201,23 @@ class QueuedExporter:
                 _log.error("queue %s over its cap of %d bytes: dropped the oldest entries (%s)", self._log.dir,
                            self._log.cap_bytes, ", ".join(f"{k or self.name}: {v}" for k, v in dropped.items()))
             self._wake.notify_all()
+
+    def _not_queued_yet(self, batch: Sequence[Entry]) -> Sequence[Entry]:
+        """Without the entries the log held when this run opened it (``SegmentLog.recent_ids``): a batch
+        the previous run queued and died before its source checkpoint committed comes back once."""
+        with self._lock:
+            recent = self._log.recent_ids()
+            if not recent:
+                return batch
+            fresh = []
+            for entry in batch:
+                eid = entry.get("event.id")
+                if isinstance(eid, str) and eid in recent:
+                    recent.discard(eid)
+                    self._counters.requeued += 1
+                else:
+                    fresh.append(entry)
+        return fresh if len(fresh) < len(batch) else batch
 
     def _serialise(self, batch: Sequence[Entry]) -> tuple[bytes, int]:
         """The batch as JSON lines; an entry that is not JSON (a lone surrogate, an object) is poison:
@@ -231,6 +267,7 @@ class QueuedExporter:
                 "delivered": self._cursor.delivered_total,
                 "dropped": self._cursor.dropped_total,
                 "rejected": c.rejected,
+                "requeued_skipped": c.requeued,
                 "corrupt": c.corrupt,
                 "failures": c.failures,
                 "backend_up": c.backend_up,

@@ -7,11 +7,18 @@ unnamed consumer). A segment is deleted once every cursor has passed it. Not thr
 ``lock`` around every call.
 
 Appends are whole lines, one ``write`` and one ``fsync`` per batch for all consumers together. Cursor
-positions move in memory as batches are delivered and reach the disk by time or count
-(``ack_interval_s``, ``ack_every``), when the consumer goes idle, and at shutdown: a ``kill -9`` resends at
-most that much (at-least-once; entries keep their deterministic ids). A consumer with state of its own
-(the trace exporter's open turns) saves it in ``before_save``, just before its position: what is after
-the saved position is delivered again after a crash and rebuilds that state.
+positions move in memory as batches are delivered and reach the disk after every acknowledged batch by
+default (``ack_every`` = 1: right after the backend's 2xx), else by time or count (``ack_interval_s``,
+``ack_every``), when the consumer goes idle, and at shutdown: a ``kill -9`` resends at most the one batch
+whose 2xx came just before it (at-least-once; entries keep their deterministic ids). A consumer with state
+of its own (the trace exporter's open turns, the metric exporter's cumulative series) saves it in
+``before_save(position)``, just before the ack file, *with* that position: the state and the position
+that produced it are one write, and on start (:meth:`SegmentLog.resume`) a consumer whose state is ahead
+of its ack file (a kill between the two writes) resumes from the state's position.
+
+``recent_ids()`` are the event ids of the newest :data:`RECENT_SCAN_BYTES` of the log as a restart found
+them: the entries of the batch whose source checkpoint had not committed yet when the process died come
+back from their sources with the same ids, and the queue does not append them again.
 
 When the log holds more than ``cap_bytes``, whole segments are dropped from the oldest end; the entries
 a cursor had not delivered in them are counted as its ``dropped``.
@@ -39,6 +46,16 @@ log = logging.getLogger(__name__)
 ACK_FILE = "ack.json"
 SEGMENT_PREFIX = "seg-"
 SEGMENT_SUFFIX = ".jsonl"
+RECENT_SCAN_BYTES = 8 * 1024 * 1024  # the newest bytes of the log read back for their ids on start
+
+
+def _event_id(line: bytes) -> list[str]:
+    try:
+        value = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return []
+    eid = value.get("event.id") if isinstance(value, dict) else None
+    return [eid] if isinstance(eid, str) else []
 
 
 def segment_name(number: int) -> str:
@@ -67,12 +84,12 @@ class Cursor:
     pending: int = 0
     unsaved: int = 0  # batches acknowledged in memory, not yet in the ack file
     saved_at: float = 0.0
-    before_save: Callable[[], None] | None = None  # the consumer's own state first (the trace exporter's)
+    before_save: Callable[[Position], None] | None = None  # the consumer's own state first, with the position
 
     def save(self) -> None:
         if self.before_save is not None:
             try:
-                self.before_save()
+                self.before_save(self.head)
             except Exception as exc:  # noqa: BLE001 - then the position stays where the state is
                 log.warning("queue %s: %s not saved, position kept: %r", self.path.parent, self.name, exc)
                 return
@@ -89,7 +106,7 @@ class Cursor:
 
 class SegmentLog:
     def __init__(self, directory: Path, cap_bytes: int, segment_bytes: int, consumers: list[str],
-                 ack_interval_s: float = 1.0, ack_every: int = 64) -> None:
+                 ack_interval_s: float = 1.0, ack_every: int = 1) -> None:
         self.dir = directory
         self.cap_bytes = cap_bytes
         self.segment_bytes = segment_bytes
@@ -115,6 +132,47 @@ class SegmentLog:
         self._claimed: set[str] = set()
         self._open = set(consumers)
         self.parsed: dict[tuple[int, int], tuple[int, int, list[Any]]] = {}  # (segment, offset) -> batch
+        self._recent: set[str] | None = None
+        self.recent_ids()  # now, before delivery removes a segment
+
+    def recent_ids(self) -> set[str]:
+        """The event ids in the newest ``RECENT_SCAN_BYTES`` of the log when it was opened (see the module
+        docstring); the caller removes those it meets again."""
+        if self._recent is None:
+            self._recent = set()
+            left = RECENT_SCAN_BYTES
+            for number in sorted(self.segments, reverse=True):
+                if left <= 0:
+                    break
+                size = self.segments[number]
+                with open(self._path(number), "rb") as fh:
+                    fh.seek(max(0, size - left))
+                    data = fh.read(min(size, left))
+                left -= size
+                lines = data.split(b"\n")
+                if size > len(data):  # read from inside the segment: the first line may be cut
+                    lines = lines[1:]
+                for line in lines:
+                    self._recent.update(_event_id(line))
+        return self._recent
+
+    def resume(self, cursor: Cursor, position: Any) -> None:
+        """Start ``cursor`` at ``position`` (a consumer's saved state: ``{"segment", "offset"}``) when that
+        is ahead of its ack file and still in the log."""
+        if not isinstance(position, dict):
+            return
+        try:
+            where = Position(int(position["segment"]), int(position["offset"]))
+        except (KeyError, TypeError, ValueError):
+            return
+        if (where.segment, where.offset) <= (cursor.head.segment, cursor.head.offset):
+            return
+        if where.segment not in self.segments or where.offset > self.segments[where.segment]:
+            return
+        log.info("queue %s: %s resumes at its saved state's position %d:%d (its ack file said %d:%d)", self.dir,
+                 cursor.name or "queue", where.segment, where.offset, cursor.head.segment, cursor.head.offset)
+        cursor.head = where
+        cursor.pending = self._count_from(where)
 
     # -- start-up -----------------------------------------------------------------------------------------
     def _load_cursor(self, name: str) -> Cursor:
