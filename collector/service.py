@@ -233,8 +233,8 @@ class Service:
         roots += [] if self.output_dir.is_relative_to(self.paths.data_dir) else [self.output_dir]
         changed = private.repair(roots)
         if changed:
-            log.warning("tightened the mode of %d of our files and directories to owner-only (e.g. %s)",
-                        len(changed), ", ".join(str(p) for p in changed[:3]))
+            log.info("tightened the mode of %d of our files and directories to owner-only (e.g. %s)",
+                     len(changed), ", ".join(str(p) for p in changed[:3]))
 
     def _take_lock(self) -> None:
         private_dir(self.paths.state_dir)

@@ -13,6 +13,7 @@
 # Running it again upgrades in place: checkpoints, queues, spool, output and config are kept.
 # --dry-run prints every change and makes none. deploy/uninstall.sh undoes all of it.
 set -eu
+umask 077  # our data and config directories are owner-only from the start (files that others read say 644)
 
 usage() {
   cat <<'EOF'
@@ -227,7 +228,7 @@ say "service: $SERVICE"
   printf 'AGENT_COLLECTOR_CONFIG_DIR=%s\n' "$CONFIG_DIR"
   printf 'PATH=%s\n' "$PATH"
 } | write_file "$DATA_DIR/service.env" 600
-printf '%s\n' "$SERVICE" | write_file "$DATA_DIR/service.mode" 644
+printf '%s\n' "$SERVICE" | write_file "$DATA_DIR/service.mode" 600
 
 units() {  # render a service definition (stdlib-only script; works before the venv exists)
   "$PY" "$SRC/collector/deploy/units.py" "$@" --templates "$SRC/deploy/templates" --exec "$BIN" \

@@ -118,6 +118,9 @@ def test_install_upgrade_uninstall_in_a_throwaway_home(sandbox: tuple[Path, dict
     assert "is not on your PATH" in done.stdout and 'export PATH="$HOME/.local/bin:$PATH"' in done.stdout
     pid = wait_running(bin_, env)
     assert pid in our_processes(str(venv))
+    first_log = "\n".join(p.read_text(errors="replace") for p in sorted((data / "log").glob("*.log")))
+    alarming = [line for line in first_log.splitlines() if " WARNING " in line or " ERROR " in line]
+    assert alarming == [], "the first start of a fresh install logs nothing alarming (issue 23 item 7)"
 
     # the installed hook really spools, and the running daemon reads it
     subprocess.run(ours[0], shell=True, input=b'{"session_id": "s1", "hook_event_name": "Stop"}', env=env,
