@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from collector.paths import Paths, resolve_paths
+from collector.util.terminal import escape, escape_output
 
 if TYPE_CHECKING:
     from collector.config import Config
@@ -65,7 +66,7 @@ def print_json(data: Any) -> None:
 
 
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in row] for row in rows]
+    cells = [[escape(h) for h in headers]] + [["" if c is None else escape(c) for c in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     for n, row in enumerate(cells):
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
@@ -74,5 +75,5 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
 
 
 def fail(message: str, code: int = 2) -> int:
-    sys.stderr.write(f"agent-collector: error: {message}\n")
+    sys.stderr.write(f"agent-collector: error: {escape_output(message)}\n")
     return code

@@ -13,6 +13,7 @@ from collector import __version__
 from collector.cli.common import CommandError, fail
 from collector.util import gc_tuning
 from collector.util.private import NotRegularFile
+from collector.util.terminal import TerminalWriter
 
 # Command modules (under collector.cli), each with register(subparsers), in the order of `--help`, and
 # the commands each one registers. A command imports only its own module: `report` does not pay for the
@@ -67,6 +68,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     problem = _missing_home(getattr(args, "home", None))
     if problem:
         return fail(problem)
+    stdout = sys.stdout
+    if not getattr(args, "json", False):  # human output: every value escaped (JSON escapes its own)
+        sys.stdout = TerminalWriter(stdout)
     try:
         return int(args.func(args) or 0)
     except CommandError as exc:
@@ -77,6 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    finally:
+        sys.stdout = stdout
 
 
 if __name__ == "__main__":
