@@ -142,7 +142,14 @@ def test_the_watchdog_puts_a_deleted_hooks_folder_back_and_leaves_a_foreign_file
     hooks = home / ".cline" / "hooks"
     originals = {p.name: p.read_bytes() for p in hooks.iterdir()}
     shutil.rmtree(hooks)  # a clean-up script, say
-    wait_for(lambda: hooks.is_dir() and {p.name: p.read_bytes() for p in hooks.iterdir()} == originals, 10)
+    def settled() -> bool:  # the watchdog writes each file atomically: a hidden temp file may come and go
+        try:
+            return hooks.is_dir() and {p.name: p.read_bytes() for p in hooks.iterdir()
+                                       if not p.name.startswith(".")} == originals
+        except FileNotFoundError:
+            return False
+
+    wait_for(settled, 10)
     assert all(p.stat().st_mode & 0o777 == 0o755 for p in hooks.iterdir())
     (hooks / "PreToolUse").write_text("#!/bin/sh\necho '{}'\n")  # the user puts their own hook there
     time.sleep(1.5)
