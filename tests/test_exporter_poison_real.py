@@ -101,8 +101,8 @@ def quarantined(daemon: Daemon) -> list[dict[str, object]]:
     return list(json.loads(done.stdout))
 
 
-def wait_status(daemon: Daemon, predicate: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
-    deadline = time.monotonic() + 30
+def wait_status(daemon: Daemon, predicate: Callable[[dict[str, Any]], bool], timeout: float = 30) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         assert daemon.proc is not None and daemon.proc.poll() is None, "daemon died: " + daemon.log()[-3000:]
         with contextlib.suppress(OSError, ValueError):

@@ -6,7 +6,6 @@ installed exporter plug-in that raises outside any entry) makes `agent-collector
 
 from __future__ import annotations
 
-import contextlib
 import shutil
 import sqlite3
 import subprocess
@@ -15,10 +14,10 @@ import textwrap
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 from robust_support import Daemon
 from support import FIXTURES, assert_no_duplicates, prepare_fixture, read_output
+from test_exporter_poison_real import wait_status
 from test_hostile_files import collect_cli
 
 from collector.delivery import Delivery
@@ -28,19 +27,6 @@ OPENCODE = FIXTURES / "opencode" / "tool_then_answer"
 DB = ".local/share/opencode/opencode.db"
 DERIVED = ("session.status", "session.end")
 BLOB_ROW = "INSERT INTO message SELECT 'msg_zzbad', session_id, time_created, x'ff', data FROM message LIMIT 1"
-
-
-def _wait_status(daemon: Daemon, done: Any, timeout: float = 60) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    status: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        assert daemon.proc is not None and daemon.proc.poll() is None, "daemon died: " + daemon.log()[-3000:]
-        with contextlib.suppress(OSError, ValueError):
-            status = daemon.status_file()
-            if done(status):
-                return status
-        time.sleep(0.1)
-    raise AssertionError(f"status never matched: {status}; log: {daemon.log()[-3000:]}")
 
 
 def test_a_blob_watermark_row_under_the_daemon_stops_nothing(tmp_path: Path) -> None:
@@ -59,7 +45,7 @@ def test_a_blob_watermark_row_under_the_daemon_stops_nothing(tmp_path: Path) -> 
     daemon.start_quiet()
     try:
         reason = "boundary: the message row's watermark time_updated is a BLOB, not a number"
-        status = _wait_status(daemon, lambda s: (s.get("quarantine") or {}).get("by_source", {}).get(
+        status = wait_status(daemon, lambda s: (s.get("quarantine") or {}).get("by_source", {}).get(
             "opencode:sqlite", {}).get(reason) == 1)
         entries = daemon.wait_output(lambda es: whole.keys() <= {e["event.id"] for e in es})
         assert_no_duplicates(entries)
@@ -138,7 +124,7 @@ def test_run_deploys_nothing_unless_installed_or_asked(tmp_path: Path) -> None:
     plugin = daemon.home / ".config" / "opencode" / "plugin" / "agent-collector.js"
     daemon.start_quiet()
     try:
-        _wait_status(daemon, lambda s: s.get("pipeline", {}).get("entries", 0) > 0)
+        wait_status(daemon, lambda s: s.get("pipeline", {}).get("entries", 0) > 0)
     finally:
         assert daemon.stop() == 0
     assert not plugin.exists() and not (daemon.home / ".config").exists()

@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import stat
 
+from collector.util.private import file_kind as file_kind  # re-exported for the sources
+
 
 class NotRegular(OSError):
     """The path exists but is not a regular file; ``kind`` says what it is."""
@@ -15,14 +17,6 @@ class NotRegular(OSError):
     def __init__(self, path: str, kind: str) -> None:
         super().__init__(f"{path}: {kind}, not a regular file; refused")
         self.kind = kind
-
-
-def file_kind(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return name
-    return "not a regular file"
 
 
 def open_regular(path: str) -> int:

@@ -39,16 +39,17 @@ class NotRegularFile(OSError):
     Its message is the one line a command prints."""
 
 
-def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+def file_kind(mode: int) -> str:
+    """What a non-regular file is, in words (also the sources' refusals, ``collector.sources.regular``)."""
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
         if test(mode):
             return name
     return "not a regular file"
 
 
 def not_regular(path: Path | str, mode: int) -> NotRegularFile:
-    return NotRegularFile(f"{path} is {_kind(mode)}, not a regular file: agent-collector keeps its own file "
+    return NotRegularFile(f"{path} is {file_kind(mode)}, not a regular file: agent-collector keeps its own file "
                           f"there; move that away and start again")
 
 
