@@ -1,6 +1,8 @@
 """Headless Chromium (Debian's package) against a real daemon that collected real sessions of all five
-agents: the dashboard shows the store's numbers, a screenshot is kept in tmp/test-artifacts/, and a
-page of another origin (another local server, same site or not) cannot read the dashboard's data."""
+agents, logged in with the one-time link `agent-collector dashboard` prints: the dashboard shows the
+store's numbers, a screenshot is kept in tmp/test-artifacts/, a page of another origin (another local
+server, same site or not) cannot read the dashboard's data, and that plain server receives no credential
+from the browser after the login (no cookie, no token header, nothing in the profile's cookie store)."""
 
 from __future__ import annotations
 
@@ -47,6 +49,7 @@ async function attempt(label, fn) {
     return "type=" + r.type + " body=" + (await r.text());
   });
   await attempt("page", async () => (await fetch(target + "/dashboard", {credentials: "include"})).text());
+  await attempt("own", async () => (await fetch("/probe", {credentials: "include"})).text());
   document.getElementById("out").textContent = out.join("\\n");
 })();
 </script>"""
@@ -67,14 +70,28 @@ class Browser:
         return done.stdout
 
 
+def _env(paths: Paths, port: int) -> dict[str, str]:
+    return {**os.environ, "AGENT_COLLECTOR_DATA_DIR": str(paths.data_dir),
+            "AGENT_COLLECTOR_CONFIG_DIR": str(paths.config_dir), "AGENT_COLLECTOR_INGEST__PORT": str(port),
+            "AGENT_COLLECTOR_WATCHDOG__ENABLED": "false", "HOME": str(paths.home)}
+
+
 def _start_daemon(paths: Paths, port: int, log: Path) -> subprocess.Popen[bytes]:
     """The daemon, its log in a file (a pipe nobody reads would fill up and stall it)."""
-    env = {**os.environ, "AGENT_COLLECTOR_DATA_DIR": str(paths.data_dir),
-           "AGENT_COLLECTOR_CONFIG_DIR": str(paths.config_dir), "AGENT_COLLECTOR_INGEST__PORT": str(port),
-           "AGENT_COLLECTOR_WATCHDOG__ENABLED": "false", "HOME": str(paths.home)}
     with log.open("wb") as sink:
-        return subprocess.Popen([sys.executable, "-m", "collector", "run", "--home", str(paths.home)], env=env,
-                                stdout=subprocess.DEVNULL, stderr=sink, cwd=ROOT)
+        return subprocess.Popen([sys.executable, "-m", "collector", "run", "--home", str(paths.home)],
+                                env=_env(paths, port), stdout=subprocess.DEVNULL, stderr=sink, cwd=ROOT)
+
+
+def _login_link(paths: Paths, port: int, query: str = "?days=366") -> tuple[str, str]:
+    """What the user runs: `agent-collector dashboard`; the link with ``query`` put before its fragment,
+    and the one-time code."""
+    done = subprocess.run([sys.executable, "-m", "collector", "dashboard", "--home", str(paths.home)],
+                          env=_env(paths, port), capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    match = re.fullmatch(rf"http://127\.0\.0\.1:{port}/dashboard/#code=([A-Za-z0-9_-]{{32}})\n", done.stdout)
+    assert match, done.stdout
+    return f"http://127.0.0.1:{port}/dashboard/{query}#code={match.group(1)}", match.group(1)
 
 
 def _wait_collected(paths: Paths, daemon: subprocess.Popen[bytes], log: Path) -> int:
@@ -151,12 +168,46 @@ def _start_a_live_session(base: str, token: str) -> None:
         time.sleep(0.2)
 
 
-def _serve_attack(folder: Path) -> tuple[ThreadingHTTPServer, int]:
+class _Recording(SimpleHTTPRequestHandler):
+    """A plain local server that keeps the headers of every request it gets."""
+
+    seen: list[dict[str, str]]
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        self.seen.append({k.lower(): v for k, v in self.headers.items()})
+        if self.path.startswith("/probe"):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.end_headers()
+            self.wfile.write(b"probe")
+            return
+        super().do_GET()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def _serve_attack(folder: Path) -> tuple[ThreadingHTTPServer, int, list[dict[str, str]]]:
     folder.mkdir()
     (folder / "attack.html").write_text(ATTACK)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(SimpleHTTPRequestHandler, directory=str(folder)))
+    seen: list[dict[str, str]] = []
+    handler = type("Recording", (_Recording,), {"seen": seen})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(handler, directory=str(folder)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, int(server.server_address[1])
+    return server, int(server.server_address[1]), seen
+
+
+def _profile_cookies(profile: Path) -> list[tuple[str, str]]:
+    found: list[tuple[str, str]] = []
+    for store in profile.rglob("Cookies"):
+        db = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+        try:
+            found += db.execute("SELECT host_key, name FROM cookies").fetchall()
+        except sqlite3.Error:
+            pass
+        finally:
+            db.close()
+    return found
 
 
 def test_dashboard_in_chromium(daemon: tuple[Paths, int], tmp_path: Path) -> None:
@@ -170,11 +221,15 @@ def test_dashboard_in_chromium(daemon: tuple[Paths, int], tmp_path: Path) -> Non
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     shot = ARTIFACTS / "dashboard.png"
     shot.unlink(missing_ok=True)
-    browser.run(f"{base}/dashboard/login?key={token}&next=/dashboard?days=366", f"--screenshot={shot}")
+    link, first_code = _login_link(paths, port)
+    assert token not in link
+    browser.run(link, f"--screenshot={shot}")
     assert shot.stat().st_size > 20_000
 
     _start_a_live_session(base, token)  # the fixtures' sessions are history, none of them live now
-    dom = browser.run(f"{base}/dashboard?days=366", "--dump-dom")
+    assert 'data-loaded="error"' in browser.run(link, "--dump-dom"), "a used link logs nobody in"
+    link, second_code = _login_link(paths, port)  # a new browser process: a new tab, a new login
+    dom = browser.run(link, "--dump-dom")
     assert 'data-loaded="1"' in dom, dom[-3000:]
     shown = _shown(dom)
     truth = _store_by_agent(paths)
@@ -193,18 +248,26 @@ def test_dashboard_in_chromium(daemon: tuple[Paths, int], tmp_path: Path) -> Non
     assert shown["session:live-now-1:status"] == "idle"
     assert dom.count('data-k="failure"') >= 5, "the failing_command cases' tool failures are listed"
 
-    attack, attack_port = _serve_attack(tmp_path / "attacker")
+    attack, attack_port, seen = _serve_attack(tmp_path / "attacker")
     try:
         for origin in (f"http://127.0.0.1:{attack_port}", f"http://localhost:{attack_port}"):
             page = browser.run(f"{origin}/attack.html?target={base}", "--dump-dom")
             out = html.unescape(re.search(r'<pre id="out">(.*?)</pre>', page, re.S).group(1))  # type: ignore[union-attr]
-            assert "cors: blocked" in out and "page: blocked" in out, out
+            assert "cors: blocked" in out and "page: blocked" in out and "own: read probe" in out, out
             assert "no-cors: read type=opaque body=\n" in out + "\n", "an opaque answer: nothing readable"
             assert '"calls"' not in out and "claude-code" not in out
     finally:
         attack.shutdown()
-    assert 'data-loaded="1"' in browser.run(f"{base}/dashboard?days=366", "--dump-dom"), \
-        "the cookie was in the browser all along: the attack had it and still read nothing"
+    assert len(seen) >= 4, seen
+    secrets = (token, first_code, second_code)
+    for headers in seen:
+        assert "cookie" not in headers and "authorization" not in headers, headers
+        assert not [k for k in headers if k.startswith("x-agent-collector")], headers
+        assert not [v for v in headers.values() for secret in secrets if secret in v], headers
+    assert _profile_cookies(browser.profile) == [], "the browser keeps no cookie of ours"
+    page = browser.run(f"{base}/dashboard/?days=366", "--dump-dom")
+    assert 'data-loaded="error"' in page and "not logged in" in page, \
+        "nothing the browser kept logs it in again: a new tab needs a new link"
     import http.client
     import json
 

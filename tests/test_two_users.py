@@ -137,6 +137,8 @@ def test_a_neighbour_on_our_port_gets_nothing_and_every_event_arrives(tmp_path: 
         assert f"held by another user (uid {user_b.pw_uid})" in str(panel.foreign_listener(f"http://127.0.0.1:{taken}"))
         assert panel.Daemon(f"http://127.0.0.1:{taken}", token).sessions()[0] is None  # refused before sending
         assert panel.foreign_listener(f"http://127.0.0.1:{moved['port']}") is None  # our own daemon
+        link = _cli(daemon, "dashboard")
+        assert link.returncode == 0 and link.stdout.startswith(f"http://127.0.0.1:{moved['port']}/dashboard/#code=")
         status = _cli(daemon, "status")
         assert f"ingest port {taken} was held by another user (uid {user_b.pw_uid})" in status.stdout
         doctor = _cli(daemon, "doctor", "--json")

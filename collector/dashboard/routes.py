@@ -1,12 +1,14 @@
 """The dashboard's routes on the ingest server: ``/dashboard`` (page and static assets from
-``collector/data/dashboard``), ``/dashboard/login?key=`` (sets the cookie) and ``/v1/usage`` (JSON).
+``collector/data/dashboard``, no data in them), ``POST /dashboard/session`` (a one-time login code for
+a dashboard token, see :mod:`collector.dashboard.auth`) and ``/v1/usage`` (JSON).
 
-Browser rules, in place of the ingest's blanket refusal of browser requests: GET/HEAD only; a
-``Sec-Fetch-Site`` other than ``same-origin`` or ``none`` (typed or opened from the terminal) is refused,
-so is an ``Origin`` or ``Referer`` that is not this server's own origin. 127.0.0.1 on another port is
-the same *site* but another *origin*, so a page of another local server gets 403 too. No CORS header is
-ever sent; the page may not be framed; its CSP allows its own scripts and styles only. Data needs the
-cookie (or the ``X-Agent-Collector-Token`` header); the static files hold no data.
+Browser rules, in place of the ingest's blanket refusal of browser requests: GET/HEAD only, but for
+the login exchange; a ``Sec-Fetch-Site`` other than ``same-origin`` or ``none`` (typed or opened from
+the terminal) is refused, so is an ``Origin`` or ``Referer`` that is not this server's own origin.
+127.0.0.1 on another port is the same *site* but another *origin*, so a page of another local server
+gets 403 too. No CORS header is ever sent; the page may not be framed; its CSP allows its own scripts
+and styles only. Data needs the dashboard token (``X-Agent-Collector-Dashboard``) or, for programs, the
+ingest token (``X-Agent-Collector-Token``); no cookie is ever set or read.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import orjson
 
-from collector.dashboard.auth import cookie_value, set_cookie
+from collector.dashboard.auth import LOGIN_HEADER, SESSION_HEADER, DashboardSessions, redeem_code
 from collector.dashboard.data import usage_view
 from collector.ingest.secret import read_token, token_matches
 from collector.ingest.server import HttpError, Request, Response
@@ -31,6 +33,7 @@ from collector.paths import Paths
 
 PREFIX = "/dashboard"
 USAGE = "/v1/usage"
+SESSION = PREFIX + "/session"
 ASSETS = ("index.html", "app.js", "app.css")
 SECURITY = (
     ("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
@@ -50,8 +53,10 @@ def asset(name: str) -> bytes:
 class DashboardRoute:
     def __init__(self, paths: Paths, store: Path, snapshot: Callable[[], dict[str, Any]], capture: bool,
                  local_zone: Callable[[], tuple[tzinfo, str]],
-                 own_prices: Mapping[str, Mapping[str, float]] | None = None) -> None:
+                 own_prices: Mapping[str, Mapping[str, float]] | None = None,
+                 sessions: DashboardSessions | None = None) -> None:
         self.paths = paths
+        self.sessions = sessions or DashboardSessions()
         self.own_prices = own_prices
         self.store = store
         self.snapshot = snapshot
@@ -62,8 +67,9 @@ class DashboardRoute:
         return path in (USAGE, PREFIX) or path.startswith(PREFIX + "/")
 
     def check(self, request: Request, port: int) -> None:
-        if request.method not in ("GET", "HEAD"):
-            raise HttpError(405, "use GET")
+        wanted = ("POST",) if request.path == SESSION else ("GET", "HEAD")
+        if request.method not in wanted:
+            raise HttpError(405, f"use {wanted[0]}")
         headers = request.headers
         site = headers.get("sec-fetch-site")
         if site is not None and site not in _ALLOWED_SITES:
@@ -80,35 +86,34 @@ class DashboardRoute:
         path = request.path
         if path == USAGE:
             return self._usage(request)
-        if path == PREFIX + "/login":
-            return self._login(request)
+        if path == SESSION:
+            return self._session(request)
         name = path[len(PREFIX) + 1:] or "index.html" if path != PREFIX else "index.html"
         if name not in ASSETS:
             raise HttpError(404, f"no dashboard file {name!r}")
-        if name == "index.html" and not self._authorized(request):
-            return _page(401, "Open the dashboard with the link `agent-collector dashboard` prints.")
         content_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
         return Response(200, asset(name), f"{content_type}; charset=utf-8", SECURITY)
 
     def _authorized(self, request: Request) -> bool:
-        token = read_token(self.paths)
-        offered = request.headers.get("x-agent-collector-token") or cookie_value(request.headers.get("cookie"))
-        return token_matches(token, offered)
+        if self.sessions.valid(request.headers.get(SESSION_HEADER.lower())):
+            return True
+        offered = request.headers.get("x-agent-collector-token")
+        return offered is not None and token_matches(read_token(self.paths), offered)
 
-    def _login(self, request: Request) -> Response:
-        key = (request.query.get("key") or [""])[0]
-        token = read_token(self.paths)
-        if not token_matches(token, key):
-            return _page(403, "This login link is not valid (any more): run `agent-collector dashboard` again.")
-        assert token is not None
-        target = (request.query.get("next") or [PREFIX])[0]
-        if not (target == PREFIX or target.startswith(PREFIX + "?")):
-            target = PREFIX  # never an open redirect
-        return Response(303, b"", "text/plain", (("Location", target), ("Set-Cookie", set_cookie(token)), *SECURITY))
+    def _session(self, request: Request) -> Response:
+        """The login exchange: a fresh one-time code for a dashboard token (JSON), once."""
+        if request.headers.get("sec-fetch-site") not in (None, "same-origin"):
+            raise HttpError(403, "the login code is taken from the dashboard's own page only")
+        if not redeem_code(self.paths, request.headers.get(LOGIN_HEADER.lower())):
+            raise HttpError(403, "this login link is not valid (any more): run `agent-collector dashboard` again")
+        token, ttl = self.sessions.grant()
+        body = orjson.dumps({"token": token, "header": SESSION_HEADER, "expires_in_s": ttl})
+        return Response(200, body, "application/json", (("Cache-Control", "no-store"), *SECURITY))
 
     def _usage(self, request: Request) -> Response:
         if not self._authorized(request):
-            raise HttpError(401, "log in first: open the link `agent-collector dashboard` prints")
+            raise HttpError(401, "log in first: open the link `agent-collector dashboard` prints "
+                                 "(a dashboard login lasts 12 h, or until the daemon restarts)")
         days = _days(request)
         tz, name = self._zone(request)
         view = usage_view(self.store, self.snapshot(), tz, name, days, self.capture, time.time(),
@@ -131,8 +136,3 @@ def _days(request: Request) -> int:
         raise HttpError(400, "days must be 1..366")
     return int(raw)
 
-
-def _page(status: int, message: str) -> Response:
-    html = (f"<!doctype html><meta charset=utf-8><title>agent-collector</title>"
-            f"<p>{message}</p>").encode()
-    return Response(status, html, "text/html; charset=utf-8", SECURITY)

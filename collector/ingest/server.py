@@ -282,7 +282,7 @@ class IngestServer:
             raise HttpError(403, "Host must be a loopback address with this server's port")
         route = self._extra(request.path)
         if route is not None:
-            route.check(request, self.port)  # an extra route checks the secret its own way (a cookie)
+            route.check(request, self.port)  # an extra route checks its credential its own way
             return
         browser = [h for h in headers if h in ("origin", "referer") or h.startswith("sec-fetch-")]
         if browser:
@@ -338,8 +338,9 @@ class IngestServer:
         raise HttpError(404, f"no route {path!r}: {routes}")
 
     async def _answer(self, route: Route, request: Request, writer: asyncio.StreamWriter) -> bool:
-        if "content-length" in request.headers or "transfer-encoding" in request.headers:
-            raise HttpError(400, "GET takes no body")
+        length = request.headers.get("content-length", "0").strip()
+        if length != "0" or "transfer-encoding" in request.headers:
+            raise HttpError(400, "these routes take no body")
         response = await asyncio.to_thread(route.handle, request)
         self._counts[f"{request.path.split('/')[1] or 'root'}_{response.status}"] += 1
         await self._send(writer, response.status, response.body, close=not request.keep_alive,

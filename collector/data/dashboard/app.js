@@ -1,4 +1,4 @@
-// agent-collector dashboard: reads /v1/usage (same origin, cookie) and draws it. No dependencies;
+// agent-collector dashboard: reads /v1/usage (same origin, a dashboard token in a header) and draws it. No dependencies;
 // every value goes in through textContent, never as HTML.
 "use strict";
 
@@ -172,11 +172,33 @@ function render(data) {
   document.body.dataset.loaded = "1";
 }
 
+const SESSION_KEY = "agent-collector-dashboard";
+
+// The link `agent-collector dashboard` prints carries a one-time code in the fragment (never sent to a
+// server): it is exchanged once for a dashboard token, kept in this tab's sessionStorage and sent as a
+// header to this origin only. No cookie is involved.
+async function dashboardToken() {
+  const code = new URLSearchParams(location.hash.slice(1)).get("code");
+  if (code) {
+    history.replaceState(null, "", location.pathname + location.search);
+    const answer = await fetch("/dashboard/session", {
+      method: "POST", headers: { "X-Agent-Collector-Login": code }, credentials: "omit", cache: "no-store" });
+    if (!answer.ok) throw new Error(`login refused: ${(await answer.json()).error || answer.status}`);
+    sessionStorage.setItem(SESSION_KEY, (await answer.json()).token);
+  }
+  const token = sessionStorage.getItem(SESSION_KEY);
+  if (!token) throw new Error("not logged in: open the link `agent-collector dashboard` prints");
+  return token;
+}
+
 async function load() {
   const days = $("days").value;
   const tz = Intl.DateTimeFormat().resolvedOptions().timeZone || "";
   try {
-    const answer = await fetch(`/v1/usage?days=${days}&tz=${encodeURIComponent(tz)}`, { credentials: "same-origin" });
+    const token = await dashboardToken();
+    const answer = await fetch(`/v1/usage?days=${days}&tz=${encodeURIComponent(tz)}`, {
+      headers: { "X-Agent-Collector-Dashboard": token }, credentials: "omit", cache: "no-store" });
+    if (answer.status === 401) sessionStorage.removeItem(SESSION_KEY);
     if (!answer.ok) throw new Error(`HTTP ${answer.status}: ${(await answer.json()).error || ""}`);
     render(await answer.json());
   } catch (err) {
