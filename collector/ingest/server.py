@@ -13,7 +13,9 @@ A deliberately small HTTP/1.1 server on asyncio streams, strict about what it ac
   time); without it, or with another user's, the answer is 401 and the refusal is counted;
 * keep-alive (HTTP/1.1 default), with time limits on headers, bodies and idle connections; when
   ``max_connections`` are open, a new connection closes the longest-idle kept-alive one (counted as
-  ``idle_closed``) and is served; only when none is idle is it answered 503.
+  ``idle_closed``), else the oldest one that has not finished its first request head, so has shown
+  no token yet (``unauthenticated_closed``: half-open connections cannot lock real clients out), and
+  is served; only when every connection is busy with a request is it answered 503.
 
 Routes: ``POST /v1/hooks/<agent>[?event=<name>]`` hands the raw body to ``submit`` and answers ``{}``
 (an unknown agent gets 404 naming the known ones); ``GET /v1/status`` and ``GET /v1/sessions`` answer
@@ -151,6 +153,7 @@ class IngestServer:
         self._hosts: dict[str, bool] = {}
         self._writers: set[asyncio.StreamWriter] = set()
         self._idle: dict[asyncio.StreamWriter, None] = {}  # kept-alive, waiting for a request; oldest first
+        self._unproven: dict[asyncio.StreamWriter, None] = {}  # no first request head yet; oldest first
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -226,30 +229,32 @@ class IngestServer:
             self._connections -= 1
             self._writers.discard(writer)
             self._idle.pop(writer, None)
+            self._unproven.pop(writer, None)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
     def _close_idle(self) -> bool:
         """Make room: close the longest-idle kept-alive connection (its client opens a new one when it
-        has something to say). False when every connection is busy."""
-        for writer in self._idle:
-            del self._idle[writer]
-            self._counts["idle_closed"] += 1
-            writer.close()
-            return True
+        has something to say), else the oldest that has sent no request head yet. False when every
+        connection is busy with a request."""
+        for waiting, count in ((self._idle, "idle_closed"), (self._unproven, "unauthenticated_closed")):
+            for writer in waiting:
+                del waiting[writer]
+                self._counts[count] += 1
+                writer.close()
+                return True
         return False
 
     async def _one_request(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                            first: bool) -> bool:
         timeout = self.config.header_timeout_s if first else self.config.idle_timeout_s
-        if not first:
-            self._idle[writer] = None
+        (self._unproven if first else self._idle)[writer] = None
         try:
             async with asyncio.timeout(timeout):  # no extra task per read, unlike wait_for
                 head = await reader.readuntil(b"\r\n\r\n")
         except asyncio.IncompleteReadError as exc:
-            if exc.partial.strip():
+            if exc.partial.strip() and not writer.is_closing():  # closing: we closed it to make room
                 self._counts["rejected_bad_request"] += 1
             return False
         except asyncio.LimitOverrunError:
@@ -263,6 +268,7 @@ class IngestServer:
             await self._respond(writer, 408, {"error": "request headers too slow"}, close=True)
             return False
         self._idle.pop(writer, None)
+        self._unproven.pop(writer, None)
         try:
             request = parse_head(head)
             self._check(request)
