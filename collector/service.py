@@ -703,7 +703,7 @@ class Service:
                 "records": pipeline.stats.records, "entries": pipeline.stats.entries,
                 "duplicates": pipeline.stats.duplicates, "parse_errors": pipeline.stats.parse_errors,
                 "by_event": pipeline.stats.by_event, "without_model": pipeline.stats.without_model,
-                "times_replaced": pipeline.stats.times_replaced},
+                "times_replaced": pipeline.stats.times_replaced, "unreadable": pipeline.stats.unreadable},
             "quarantine": {} if pipeline is None else pipeline.quarantine.stats(),
             "state_rebuilt": self._rebuilt,
             "exporters": {e.name: e.stats() for e in self.exporters},

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from collector.model import AgentActivityEntry, RawRecord, event_id
-from collector.model.entry import hook_call_key
+from collector.model.entry import UNREADABLE, hook_call_key
 from collector.model.entry import payload_digest as payload_digest  # re-exported for the parsers
 from collector.util.epoch import epoch_number_to_ns
 
@@ -102,6 +102,26 @@ def native_entry(
         session_id=session_id,
         attributes=attrs,
     )
+
+
+def unreadable(record: RawRecord, reason: str) -> AgentActivityEntry:
+    """What a parser returns, beside what it could read, for a part of ``record`` it had to leave out
+    (a field of the wrong type, say): the pipeline counts it per agent and ``reason`` (``status``
+    shows it) and exports nothing for it. ``reason`` names the shape, never the content."""
+    return AgentActivityEntry(name=UNREADABLE, agent=record.agent, time_ns=record.observed_ns,
+                              observed_ns=record.observed_ns, id="", attributes={"reason": reason})
+
+
+def json_type(value: Any) -> str:
+    """A JSON value's kind as a reason names it: ``a list``, ``a string``, ``a number``, ``null``..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    names: dict[type, str] = {str: "a string", list: "a list", dict: "an object"}
+    return names.get(type(value), type(value).__name__)
 
 
 def text_message(role: str, text: str) -> list[dict[str, Any]]:

@@ -35,9 +35,11 @@ from collector.agents.common import (
     dispatch_hook,
     hook_entry,
     iso_to_ns,
+    json_type,
     native_entry,
     no_entry,
     text_message,
+    unreadable,
     usage_attributes,
 )
 from collector.agents.lookbehind import lines_before
@@ -183,20 +185,21 @@ _HOOKS: dict[str, HookHandler] = {
 
 def _parse_chat(record: RawRecord) -> list[AgentActivityEntry]:
     data = record.data
-    session = data.get("sessionId")
-    session = session if isinstance(session, str) else None
+    session, faults = _session_of(record, data.get("sessionId"))
     kind = data.get("type")
     time_ns = iso_to_ns(data.get("timestamp"))
     if kind == "assistant":
-        entries = _assistant(record, data, session, time_ns)
+        entries = _message_faults(record, data) + _assistant(record, data, session, time_ns)
     elif kind == "tool_result":
-        entries = _tool_result(record, data, session, time_ns)
+        entries = _message_faults(record, data) + _tool_result(record, data, session, time_ns)
     elif kind == "system" and data.get("subtype") == "ui_telemetry":
         entries = _telemetry(record, data, session, time_ns)
     elif kind == "user" and data.get("isSidechain") and data.get("parentUuid") is None:
         entries = _subagent_begins(record, data, session, time_ns)
     else:
         return []
+    if faults and entries:  # made without their session
+        entries = faults + entries
     scope = _subagent_scope(data.get("agentId"), data.get("agentName"))  # a sub-agent's own log
     for entry in entries if scope else []:
         entry.attributes.update(scope)
@@ -205,6 +208,28 @@ def _parse_chat(record: RawRecord) -> list[AgentActivityEntry]:
         for entry in entries:
             entry.attributes.setdefault("workspace.path", cwd)
     return entries
+
+
+def _session_of(record: RawRecord, value: Any) -> tuple[str | None, list[AgentActivityEntry]]:
+    """The record's session id: a string, or an integer written as one; anything else is left out, said."""
+    if isinstance(value, str) or value is None:
+        return value, []
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value), []
+    return None, [unreadable(record, f"sessionId is {json_type(value)}, not a string")]
+
+
+def _message_faults(record: RawRecord, data: dict[str, Any]) -> list[AgentActivityEntry]:
+    """A ``message`` that is not ``{role, parts: [...]}``: its tool calls or results cannot be read."""
+    message = data.get("message")
+    if message is None:
+        return []
+    if not isinstance(message, dict):
+        return [unreadable(record, f"message is {json_type(message)}, not an object")]
+    parts = message.get("parts")
+    if parts is not None and not isinstance(parts, list):
+        return [unreadable(record, f"message.parts is {json_type(parts)}, not a list")]
+    return []
 
 
 def _subagent_begins(record: RawRecord, data: dict[str, Any], session: str | None,

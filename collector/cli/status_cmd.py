@@ -142,6 +142,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     if replaced:  # a wrong clock or unit in the agent's records
         print("entries whose time was implausible and now carry the time they were read: "
               + ", ".join(f"{a}={n}" for a, n in sorted(replaced.items())))
+    lost = (status.get("pipeline") or {}).get("unreadable") or {}
+    if lost:  # parts of records of a shape the parser cannot read: left out, so counted with their cause
+        print("record parts left out (a field of an unreadable shape): "
+              + ", ".join(f"{k} ({n})" for k, n in sorted(lost.items())))
     print_external(status.get("external_agents"))
     exporters = status.get("exporters", {})
     if exporters:

@@ -59,6 +59,11 @@ def hook_call_key(payload: Any, time_ns: int) -> str:
     return f"{payload_digest(payload)}@{time_ns // 1_000_000}"
 
 
+# The name of a marker a parser returns for a part of a record it had to leave out: the pipeline counts
+# it (``PipelineStats.unreadable``) and exports nothing for it (``collector.agents.common.unreadable``).
+UNREADABLE = "collector.unreadable"
+
+
 @dataclass(slots=True)
 class AgentActivityEntry:
     """Builder for one entry. ``attributes`` holds every optional dotted field."""

@@ -16,7 +16,8 @@ from typing import Any, Protocol, TypeVar
 import orjson
 
 from collector.agents import Parser
-from collector.model import RawRecord
+from collector.model import AgentActivityEntry, RawRecord
+from collector.model.entry import UNREADABLE
 from collector.pipeline.boundary import check_entry, check_record
 from collector.pipeline.content_policy import ContentPolicy
 from collector.pipeline.correlate import Correlator
@@ -62,6 +63,8 @@ class PipelineStats:
     # entries whose own time was not a plausible time (a wrong clock or unit) and now carry the observed
     # time (``collector.time_replaced``), per agent
     times_replaced: dict[str, int] = field(default_factory=dict)
+    # parts of records a parser had to leave out, per "<agent>: <reason>" (``collector.agents.common.unreadable``)
+    unreadable: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -144,7 +147,7 @@ class Pipeline:
                 self._quarantined(record, exc)
                 continue
             try:
-                entries = [e.to_dict() for e in settings.parser(checked)]
+                entries = [e.to_dict() for e in settings.parser(checked) if e.name != UNREADABLE or self._lost(e)]
             except Exception as exc:  # noqa: BLE001
                 self._stage = "parse"
                 self._quarantined(record, exc)
@@ -191,6 +194,15 @@ class Pipeline:
         except Exception as exc:  # noqa: BLE001 - a bad record must not stop its neighbours
             self._quarantined(record, exc)
             return None
+
+    def _lost(self, marker: AgentActivityEntry) -> bool:
+        """Count a part a parser had to leave out (and log its first of each kind); always False."""
+        key = f"{marker.agent}: {marker.attributes.get('reason')}"
+        seen = self.stats.unreadable.get(key, 0)
+        self.stats.unreadable[key] = seen + 1
+        if not seen:
+            log.warning("%s: a part of a record could not be read and is left out (counted in status)", key)
+        return False
 
     def _quarantined(self, record: RawRecord, exc: Exception) -> None:
         self.stats.quarantined += 1
