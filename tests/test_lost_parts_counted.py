@@ -119,3 +119,45 @@ def read_output_of(case: Path, tmp: Path) -> list[dict[str, object]]:
     out = read_output(paths.output_dir)
     shutil.rmtree(tmp)
     return out
+
+
+def _claude_tool_line_alone(tmp: Path, depth: int) -> object:
+    """The Claude Code fixture from its transcript alone, the answer's tool_use line the only line of its
+    message (as Claude Code writes a message of one tool call), so it carries the call's usage; its tool
+    input gets a value nested ``depth`` deep."""
+    paths = prepare_fixture(FIXTURES / "claude-code" / "tool_then_answer", tmp)
+    shutil.rmtree(paths.spool_dir, ignore_errors=True)
+    transcript = next((paths.home / ".claude" / "projects").rglob("*.jsonl"))
+    lines = [json.loads(line) for line in transcript.read_text().splitlines()]
+    tool = next(n for n, d in enumerate(lines) if d.get("type") == "assistant"
+                and any(c.get("type") == "tool_use" for c in d["message"]["content"]))
+    same = [n for n, d in enumerate(lines) if n != tool and d.get("type") == "assistant"
+            and d["message"].get("id") == lines[tool]["message"]["id"]]
+    deep: object = "the bottom"
+    for _ in range(depth):
+        deep = {"nested": deep}
+    lines[tool]["message"]["content"][0]["input"]["deep"] = deep
+    transcript.write_text("".join(json.dumps(d) + "\n" for n, d in enumerate(lines) if n not in same))
+    return paths
+
+
+def test_a_tool_input_nested_deeper_than_64_is_cut_and_the_model_call_keeps_its_tokens(tmp_path: Path) -> None:
+    clean_paths = _claude_tool_line_alone(tmp_path / "clean", 3)
+    collect_cli(clean_paths)
+    clean = read_output(clean_paths.output_dir)  # type: ignore[attr-defined]
+    paths = _claude_tool_line_alone(tmp_path / "deep", 100)
+    status = collect_cli(paths)  # type: ignore[arg-type]
+    entries = read_output(paths.output_dir)  # type: ignore[attr-defined]
+    assert_no_duplicates(entries)
+    assert sorted(e["event.id"] for e in entries) == sorted(e["event.id"] for e in clean), "nothing lost"
+
+    def usage(es: list[dict[str, object]]) -> list[tuple[object, ...]]:
+        return sorted((e["event.id"], e.get("gen_ai.usage.input_tokens"), e.get("gen_ai.usage.output_tokens"),
+                       e.get("gen_ai.usage.cache_read.input_tokens")) for e in es if e["event.name"] == "llm.response")
+
+    assert usage(entries) == usage(clean) and all(u[1] for u in usage(entries)), "every call keeps its tokens"
+    cut = [e for e in entries if e.get("collector.truncated")]
+    assert {e["collector.truncated"] for e in cut} == {"nested deeper than 64"}
+    assert {"llm.response", "tool.call"} <= {e["event.name"] for e in cut}, "the line's model call and tool call"
+    assert status["pipeline"]["truncated"] == {"claude-code": 1} and status["quarantine"]["records"] == 0
+    assert "records read with their values below depth 64 left out: claude-code=1" in _status_text(paths)

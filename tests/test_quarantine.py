@@ -43,16 +43,29 @@ def deep(depth: int) -> Any:
     return value
 
 
+SMALL_BOUND = 1000  # MAX_NODES for these tests: a record of more values is refused at the boundary
+
+
+def wide(values: int = 2 * SMALL_BOUND) -> list[str]:
+    """A prompt of more values than the lowered bound allows (a too-deep one is cut, not refused)."""
+    return ["secret-prompt-text"] * values
+
+
+@pytest.fixture
+def small_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(boundary, "MAX_NODES", SMALL_BOUND)
+
+
 def neighbours() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     before = [hook("PreToolUse", TS, tool_use_id="tu-1", tool_name="Bash", tool_input={"command": "ls"})]
     after = [hook("PostToolUse", TS + 1, tool_use_id="tu-1", tool_name="Bash", tool_response={"stdout": "x"})]
     return before, after
 
 
-def test_a_record_too_deep_is_quarantined_and_its_neighbours_go_on(tmp_path: Path) -> None:
+def test_a_record_too_large_is_quarantined_and_its_neighbours_go_on(tmp_path: Path, small_bound: None) -> None:
     paths = make_paths(tmp_path)
     before, after = neighbours()
-    spool(paths, [*before, hook("UserPromptSubmit", TS + 0.5, prompt=deep(300)), *after])
+    spool(paths, [*before, hook("UserPromptSubmit", TS + 0.5, prompt=wide()), *after])
 
     entries = collect(paths)
 
@@ -60,11 +73,11 @@ def test_a_record_too_deep_is_quarantined_and_its_neighbours_go_on(tmp_path: Pat
     names = [e["event.name"] for e in entries if e["event.name"] != "session.status"]
     assert names == ["tool.call", "tool.result"]
     [line] = listing(quarantine_dir(paths))
-    assert (line["stage"], line["reason"]) == ("boundary", "nested deeper than 64")
+    assert (line["stage"], line["reason"]) == ("boundary", f"more than {SMALL_BOUND} values")
     assert line["path"].endswith("claude-code-2026-11-30.jsonl") and line["position"].isdigit()
     assert "data" not in line and b"secret-prompt-text" not in (quarantine_dir(paths) / "quarantine.jsonl").read_bytes()
     status = json.loads((paths.state_dir / "status.json").read_text())
-    assert status["quarantine"]["by_source"] == {"claude-code:hook": {"boundary: nested deeper than 64": 1}}
+    assert status["quarantine"]["by_source"] == {"claude-code:hook": {f"boundary: more than {SMALL_BOUND} values": 1}}
 
     again = collect(paths)  # the quarantined record is never processed again, nothing is repeated
     assert [e["event.id"] for e in again] == [e["event.id"] for e in entries]
@@ -143,7 +156,7 @@ def test_boundary_field_types_match_the_schema() -> None:
     strings = {k for k, v in props.items() if v.get("type") == "string" and "enum" not in v and "const" not in v}
     counts = {k for k, v in props.items() if v.get("type") == "integer" and not k.endswith("unix_nano")}
     # ours, always strings (turn.key and workspace.root are set after the boundary check)
-    ours_strings = {"event.id", "turn.key", "workspace.root"}
+    ours_strings = {"event.id", "turn.key", "workspace.root", "collector.truncated"}
     assert strings - ours_strings == set(boundary.STRING_FIELDS)
     assert counts == boundary.COUNT_FIELDS
     ours = {"event.name", "collector.time_replaced"}
@@ -179,14 +192,14 @@ def test_a_time_before_1970_from_a_transcript_is_replaced_and_flagged() -> None:
 
 
 def test_retry_feeds_the_records_again_and_a_fixed_one_leaves_the_quarantine(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, small_bound: None) -> None:
     home = tmp_path / "home"
     home.mkdir()
     paths = make_paths(tmp_path, home)
     monkeypatch.setenv("AGENT_COLLECTOR_DATA_DIR", str(paths.data_dir))
     monkeypatch.setenv("AGENT_COLLECTOR_CONFIG_DIR", str(paths.config_dir))
     before, after = neighbours()
-    spool(paths, [*before, hook("UserPromptSubmit", TS + 0.5, prompt=deep(70), prompt_id="p1"), *after])
+    spool(paths, [*before, hook("UserPromptSubmit", TS + 0.5, prompt=wide(), prompt_id="p1"), *after])
     assert main(["collect", "--once", "--home", str(home), "-q"]) == 0
     [line] = listing(quarantine_dir(paths))
 
@@ -194,7 +207,7 @@ def test_retry_feeds_the_records_again_and_a_fixed_one_leaves_the_quarantine(
     [again] = listing(quarantine_dir(paths))
     assert (again["id"], again["attempts"]) == (line["id"], 2)
 
-    monkeypatch.setattr(boundary, "MAX_DEPTH", 100)  # "the upgrade that fixed it"
+    monkeypatch.setattr(boundary, "MAX_NODES", 1_000_000)  # "the upgrade that fixed it"
     assert main(["quarantine", "retry", "--home", str(home), line["id"]]) == 0
     assert listing(quarantine_dir(paths)) == []
     entries = read_output(paths.output_dir)
@@ -204,23 +217,23 @@ def test_retry_feeds_the_records_again_and_a_fixed_one_leaves_the_quarantine(
 
 
 def test_quarantine_list_prints_source_stage_and_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
+                                                        capsys: pytest.CaptureFixture[str], small_bound: None) -> None:
     home = tmp_path / "home"
     home.mkdir()
     paths = make_paths(tmp_path, home)
     monkeypatch.setenv("AGENT_COLLECTOR_DATA_DIR", str(paths.data_dir))
     monkeypatch.setenv("AGENT_COLLECTOR_CONFIG_DIR", str(paths.config_dir))
-    spool(paths, [hook("UserPromptSubmit", TS, prompt=deep(80))])
+    spool(paths, [hook("UserPromptSubmit", TS, prompt=wide())])
     assert main(["collect", "--once", "--home", str(home), "-q"]) == 0
     capsys.readouterr()
     assert main(["quarantine", "list", "--home", str(home)]) == 0
     table = capsys.readouterr().out
-    assert "claude-code:hook" in table and "boundary" in table and "nested deeper than 64" in table
+    assert "claude-code:hook" in table and "boundary" in table and f"more than {SMALL_BOUND} values" in table
     assert main(["quarantine", "list", "--json", "--home", str(home)]) == 0
     assert json.loads(capsys.readouterr().out)[0]["stage"] == "boundary"
     assert main(["status", "--home", str(home)]) == 0
     status = capsys.readouterr().out
-    assert "QUARANTINED FROM" in status and "boundary: nested deeper than 64" in status
+    assert "QUARANTINED FROM" in status and f"boundary: more than {SMALL_BOUND} values" in status
 
 
 def test_the_quarantine_file_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -243,16 +256,18 @@ def test_the_int_tool_use_id_post_does_not_kill_the_daemon(tmp_path: Path) -> No
                   {"hook_event_name": "UserPromptSubmit", "session_id": "s1", "prompt": deep(100)},
                   after[0]["payload"]]
         assert [daemon.post("claude-code", json.dumps(b).encode()) for b in bodies] == [200, 200, 200, 200]
-        entries = daemon.wait_output(lambda es: len([e for e in es if e["event.name"].startswith("tool.")]) >= 3)
+        entries = daemon.wait_output(lambda es: len([e for e in es if e["event.name"].startswith("tool.")]) >= 3
+                                     and any(e["event.name"] == "user.prompt" for e in es))
         assert daemon.get("/v1/status")  # still answers
-        daemon.wait_output(lambda es: daemon.status_file().get("quarantine", {}).get("records") == 1)
     finally:
         assert daemon.stop() == 0
     assert_no_duplicates(entries)
     calls = sorted(e["gen_ai.tool.call.id"] for e in entries if e["event.name"] == "tool.call")
     assert calls == ["5", "tu-1"]
-    assert daemon.status_file()["quarantine"]["by_source"] == {
-        "claude-code:hook": {"boundary: nested deeper than 64": 1}}
+    [prompt] = [e for e in entries if e["event.name"] == "user.prompt"]
+    assert prompt["collector.truncated"] == "nested deeper than 64", "the deep prompt is read, its depths cut"
+    assert daemon.status_file()["quarantine"]["records"] == 0
+    assert daemon.status_file()["pipeline"]["truncated"] == {"claude-code": 1}
     written = [e["event.id"] for e in read_output(daemon.out)]
     daemon.start()  # and the restart does not meet them again
     try:

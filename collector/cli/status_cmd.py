@@ -146,6 +146,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     if lost:  # parts of records of a shape the parser cannot read: left out, so counted with their cause
         print("record parts left out (a field of an unreadable shape): "
               + ", ".join(f"{k} ({n})" for k, n in sorted(lost.items())))
+    cut = (status.get("pipeline") or {}).get("truncated") or {}
+    if cut:  # records nested deeper than the boundary reads: their deepest values left out, the rest read
+        print("records read with their values below depth 64 left out: "
+              + ", ".join(f"{a}={n}" for a, n in sorted(cut.items())))
     print_external(status.get("external_agents"))
     exporters = status.get("exporters", {})
     if exporters:

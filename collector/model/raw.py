@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 REFUSED = "refused"  # a meta key: why the source refuses the record (the boundary quarantines it with this reason)
+TRUNCATED = "truncated"  # a meta key the boundary sets: why parts of the record were cut (too deep)
 
 
 @dataclass(slots=True)

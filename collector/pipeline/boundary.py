@@ -4,7 +4,10 @@ Two checks, both applied by the pipeline to every agent's records and entries (p
 their own):
 
 - ``check_record``: before any parser or digest walks a record, its nesting depth and number of values are
-  measured without recursion; a record deeper than ``MAX_DEPTH`` or larger than ``MAX_NODES`` is refused.
+  measured without recursion; a record larger than ``MAX_NODES`` is refused; in one deeper than
+  ``MAX_DEPTH`` each container below that depth is replaced by the string :data:`DEEP_MARK` (a deep tool
+  input costs only its own depths, not the record's model call and tokens) and the record says so in
+  its meta (``TRUNCATED``): its entries carry ``collector.truncated``.
 - ``check_entry``: after parsing, every field of the schema gets its type: ids and names are strings
   (numbers are converted, anything else is refused), token counts and lengths are integers in
   ``[0, 2**53)`` (exact for every JSON reader; sums stay within 64 bits), durations and costs finite
@@ -25,9 +28,10 @@ from typing import Any
 
 import orjson
 
-from collector.model.raw import REFUSED, RawRecord
+from collector.model.raw import REFUSED, TRUNCATED, RawRecord
 
 MAX_DEPTH = 64
+DEEP_MARK = f"[left out: nested deeper than {MAX_DEPTH}]"
 MAX_NODES = 1_000_000
 INT64_MAX = 2**63 - 1
 MAX_COUNT = 2**53 - 1  # token counts: exact in every JSON reader, and sums over a session stay in int64
@@ -157,9 +161,37 @@ def check_record(record: RawRecord) -> RawRecord:
     if record.checked_data is record.data or (record.strict_json and strict_json_fits(record.data)):
         return record
     problem, unsafe = _scan(record.data, MAX_DEPTH, MAX_NODES)
+    if problem and problem.startswith("nested"):
+        data = cut_below(record.data, MAX_DEPTH)
+        problem, unsafe = _scan(data, MAX_DEPTH, MAX_NODES)
+        record = replace(record, data=data, meta={**record.meta, TRUNCATED: f"nested deeper than {MAX_DEPTH}"},
+                         checked_data=None)
     if problem:
         raise Refused(problem)
     return replace(record, data=within_int64(record.data)) if unsafe else record
+
+
+def cut_below(value: Any, max_depth: int) -> Any:
+    """A copy of ``value`` whose containers deeper than ``max_depth`` (the top one is 1) are
+    :data:`DEEP_MARK`; the copy stops at that depth, so it is never deeper. Iterative."""
+    root = _shallow(value)
+    stack: list[tuple[Any, int]] = [(root, 1)]
+    while stack:
+        item, depth = stack.pop()
+        for key in list(item) if isinstance(item, dict) else range(len(item)):
+            child = item[key]
+            if isinstance(child, (dict, list, tuple)):
+                if depth >= max_depth:
+                    item[key] = DEEP_MARK
+                else:
+                    copy = _shallow(child)
+                    item[key] = copy
+                    stack.append((copy, depth + 1))
+    return root
+
+
+def _shallow(value: Any) -> Any:
+    return dict(value) if isinstance(value, dict) else list(value)
 
 
 def check_entry(entry: dict[str, Any]) -> dict[str, Any]:

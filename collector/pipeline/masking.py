@@ -45,7 +45,7 @@ NO_SCAN = frozenset(
         "gen_ai.subagent.id", "gen_ai.session.parent.id", "session.source", "session.reason", "prompt.origin",
         "session.status",
         "session.previous_status", "compaction.trigger", "source.kind", "agent.hook_event_name", "agent.model",
-        "masking.dropped", "collector.invalid_fields", "collector.time_replaced",
+        "masking.dropped", "collector.invalid_fields", "collector.time_replaced", "collector.truncated",
     }
 )
 NO_SCAN_SUFFIXES = (".length", ".hmac", ".id", "_unix_nano")

@@ -18,6 +18,7 @@ import orjson
 from collector.agents import Parser
 from collector.model import AgentActivityEntry, RawRecord
 from collector.model.entry import UNREADABLE
+from collector.model.raw import TRUNCATED
 from collector.pipeline.boundary import check_entry, check_record
 from collector.pipeline.content_policy import ContentPolicy
 from collector.pipeline.correlate import Correlator
@@ -65,6 +66,8 @@ class PipelineStats:
     times_replaced: dict[str, int] = field(default_factory=dict)
     # parts of records a parser had to leave out, per "<agent>: <reason>" (``collector.agents.common.unreadable``)
     unreadable: dict[str, int] = field(default_factory=dict)
+    # records nested deeper than the boundary's MAX_DEPTH, read with their deepest parts cut, per agent
+    truncated: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -152,6 +155,8 @@ class Pipeline:
                 self._stage = "parse"
                 self._quarantined(record, exc)
                 continue
+            if TRUNCATED in checked.meta:
+                self._truncated(checked, entries)
             if checked.kind == "hook" and settings.path_fields:
                 paths.extend(_discovered(checked, settings.path_fields))
             if entries or checked.kind == "hook":  # a hook record that made no entry may still move the status
@@ -194,6 +199,16 @@ class Pipeline:
         except Exception as exc:  # noqa: BLE001 - a bad record must not stop its neighbours
             self._quarantined(record, exc)
             return None
+
+    def _truncated(self, record: RawRecord, entries: list[dict[str, Any]]) -> None:
+        reason = str(record.meta[TRUNCATED])
+        for entry in entries:
+            entry["collector.truncated"] = reason
+        seen = self.stats.truncated.get(record.agent, 0)
+        self.stats.truncated[record.agent] = seen + 1
+        if not seen:
+            log.warning("%s: a record %s was read with its deepest values left out (counted in status)",
+                        record.agent, reason)
 
     def _lost(self, marker: AgentActivityEntry) -> bool:
         """Count a part a parser had to leave out (and log its first of each kind); always False."""
