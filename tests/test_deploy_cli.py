@@ -162,3 +162,23 @@ def test_the_users_own_cline_hook_leaves_cline_unhooked_whole_and_install_goes_o
     assert own.read_text() == "#!/bin/sh\necho mine\n"
     assert main(["uninstall", "--home", str(home)]) == 0
     assert main(["uninstall", "--home", str(home)]) == 0, "uninstall twice: nothing left to do, still 0"
+
+
+def test_no_integration_holds_the_ingest_secret(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """#22: the token is never written into an agent's configuration: hooks spool (no network), the
+    Agentty panel names the token file. Every file install writes or changes is searched for it."""
+    from collector.ingest.secret import ensure_token
+
+    paths = paths_for(home)
+    token = ensure_token(paths)
+    (home / ".agentty").mkdir(exist_ok=True)  # Agentty present: its panel is copied too
+    before = {p: p.stat().st_mtime_ns for p in home.rglob("*") if p.is_file()}
+    assert main(["install", "--home", str(home)]) == 0
+    capsys.readouterr()
+    state = paths.state_dir.resolve()
+    written = [p for p in home.rglob("*") if p.is_file() and before.get(p) != p.stat().st_mtime_ns
+               and state not in p.resolve().parents]
+    assert len(written) >= 5, written  # the five agents' hooks or plugins, at least
+    holding = [str(p) for p in written if token.encode() in p.read_bytes()]
+    assert holding == [], f"the ingest token written into {holding}"
+    assert main(["uninstall", "--home", str(home)]) == 0
