@@ -152,13 +152,18 @@ class Service:
         self._status_at = -STATUS_EVERY_S  # when (monotonic)
         self._status_held = False  # a change not written yet (the once-a-second limit)
         self.external = ExternalAgents(self.config.external_agents)  # entire-agent-* plugins, when enabled
+        self._external_due = False  # the daemon asks them once its ingest listens (``startup``)
+        self._builtin_names: list[str] = []
 
     # -- lifecycle --------------------------------------------------------------------------------
 
-    def startup(self) -> None:
+    def startup(self, defer_external: bool = False) -> None:
+        """Take the lock, open the state, load the agents and build the parts. ``defer_external``: the
+        daemon asks the external plugins (``entire-agent-*``, each a process to start and ask) only in
+        ``serve``, once its own parts (the ingest) listen: a slow plugin delays no client."""
         self._take_lock()
         try:
-            self._start()
+            self._start(defer_external)
         except BaseException:
             self._release()  # a start that failed (a bad config, a broken plug-in) holds nothing
             raise
@@ -171,7 +176,7 @@ class Service:
             os.close(self._lock_fd)
             self._lock_fd = None
 
-    def _start(self) -> None:
+    def _start(self, defer_external: bool = False) -> None:
         self._repair_modes()
         self._store = open_checkpoints(self.paths.state_dir / CHECKPOINTS_FILE, [self.output_dir])
         self._rebuilt = self._store.get(REBUILT_KEY)  # a corrupt state was moved aside: status says so
@@ -185,8 +190,11 @@ class Service:
             k: d for k, d in loaded.agents.items()
             if agent_setting(self.config, k, "enabled", d.enabled) and k not in disabled
         }
-        self.external = load_external(self.config.external_agents, self.paths, loaded.agents)
-        self.definitions.update(self.external.definitions())
+        self._builtin_names = list(loaded.agents)
+        self._external_due = defer_external and self.config.external_agents.enabled
+        if not self._external_due:
+            self.external = load_external(self.config.external_agents, self.paths, self._builtin_names)
+            self.definitions.update(self.external.definitions())
         self._build_pipeline()
         self._build_sources()
         self._build_exporters()
@@ -256,16 +264,11 @@ class Service:
         capture_all = self.config.content.capture
         agents = {}
         for agent_id, defn in list(self.definitions.items()):
-            try:
-                parser = load_parser(defn.parser)
-            except LookupError as exc:
-                log.error("%s: %s; agent skipped", agent_id, exc)
+            settings = self._agent_settings(agent_id, defn, bool(capture_all))
+            if settings is None:
                 del self.definitions[agent_id]
-                continue
-            capture = agent_setting(self.config, agent_id, "content_capture", defn.content_capture or capture_all)
-            path_fields = tuple(s["hook_path_field"] for s in defn.sources if s.get("hook_path_field"))
-            agents[agent_id] = AgentSettings(parser, bool(capture), defn.provider,
-                                             path_fields)
+            else:
+                agents[agent_id] = settings
         col = self.config.collector
         resource = {"user.id": col.user_id or _login(), "host.name": col.host_name or socket.gethostname()}
         store = self._store
@@ -298,6 +301,38 @@ class Service:
         if store.get("correlator") or store.get(SESSIONS_KEY) or store.get("turns"):  # an older version's
             store.commit(Commit(sessions=self._session_rows(),  # all-in-one values
                                 kv={"correlator": {}, SESSIONS_KEY: [], "turns": {}}))
+
+    def _agent_settings(self, agent_id: str, defn: AgentDefinition, capture_all: bool) -> AgentSettings | None:
+        try:
+            parser = load_parser(defn.parser)
+        except LookupError as exc:
+            log.error("%s: %s; agent skipped", agent_id, exc)
+            return None
+        capture = agent_setting(self.config, agent_id, "content_capture", defn.content_capture or capture_all)
+        path_fields = tuple(s["hook_path_field"] for s in defn.sources if s.get("hook_path_field"))
+        return AgentSettings(parser, bool(capture), defn.provider, path_fields)
+
+    async def _adopt_external(self) -> None:
+        """The deferred discovery of external plugins (``startup(defer_external=True)``): asked in a
+        thread, while the ingest already answers; their agents join before the first cycle."""
+        found = await asyncio.to_thread(load_external, self.config.external_agents, self.paths,
+                                        self._builtin_names)
+        self._external_due = False
+        assert self._pipeline is not None and self._store is not None and self.status is not None
+        new = {k: d for k, d in found.definitions().items() if k not in self.definitions}
+        capture_all = bool(self.config.content.capture)
+        for agent_id, defn in new.items():
+            settings = self._agent_settings(agent_id, defn, capture_all)
+            if settings is not None:
+                self._pipeline.agents[agent_id] = settings
+                self.definitions[agent_id] = defn
+        self.status.add_agents({k: self.definitions[k].status_rules for k in new if k in self.definitions})
+        self.external = found
+        ctx = BuildContext(self.paths, self._store.positions(), self.config.collector.max_line_bytes)
+        self.sources += found.sources(self.paths, ctx.positions, ctx.max_line)
+        self._watch_dirs = self._current_watch_dirs()
+        if new:
+            log.info("external agents: %s", ", ".join(sorted(new)))
 
     def _masker(self, content: ContentPolicy) -> Masker:
         """The shipped rules and the config's, with the modes per field class (hash: keyed like content)."""
@@ -560,6 +595,8 @@ class Service:
             for part in parts:
                 started.append(part)
                 await part.start()
+            if self._external_due:  # the ingest listens now; the plugins are asked before the first cycle
+                await self._adopt_external()
             worker.start()
             await stopped.wait()
         finally:

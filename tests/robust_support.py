@@ -105,7 +105,11 @@ class Daemon:
         raise AssertionError("output never matched; log: " + self.log()[-3000:])
 
     def status_file(self) -> dict[str, Any]:
-        return dict(json.loads((self.data / "state" / "status.json").read_text()))
+        """The status the daemon last wrote ({} before its first cycle wrote one)."""
+        try:
+            return dict(json.loads((self.data / "state" / "status.json").read_text()))
+        except FileNotFoundError:
+            return {}
 
     def stop(self) -> int:
         assert self.proc is not None

@@ -69,7 +69,7 @@ def test_each_misbehaviour_is_reported_and_the_rest_goes_on(tmp_path: Path) -> N
         assert d.post("claude-code", prompt_body("c1", "hi")) == 200
         entries = d.wait_output(lambda es: {"good", "claude-code"} <= {e["gen_ai.agent.type"] for e in es}
                                 and any(e["event.name"] == "llm.response" for e in es))
-        d.wait_output(lambda es: d.status_file()["sources"].get("hang:external", {}).get("breaker") == "open")
+        d.wait_output(lambda es: d.status_file().get("sources", {}).get("hang:external", {}).get("breaker") == "open")
         status = d.status_file()
         cli = subprocess.run([sys.executable, "-m", "collector", "status", "--home", str(d.home)], env=d.env,
                              capture_output=True, text=True, timeout=60, cwd=ROOT)
@@ -146,3 +146,27 @@ def test_hanging_plugins_delay_discovery_by_one_timeout_not_one_each(tmp_path: P
     took = time.monotonic() - started
     assert found.plugins == [] and len(found.skipped) == 4 and all("info failed" in s for s in found.skipped)
     assert took < 3.5, f"{took:.1f}s for 4 hanging plugins (sequential would be 4 s or more)"
+
+
+def test_the_ingest_answers_before_the_plugins_are_asked(tmp_path: Path) -> None:
+    """Issue 22 item 7: discovery is off the start-up path: the daemon listens first, then asks the plugins
+    (a plugin whose `info` hangs costs the first cycle one timeout, never the ingest); the good plugin's
+    agent joins once discovery ends."""
+    bin_dir = tmp_path / "bin"
+    install(bin_dir, "good")
+    slow = bin_dir / "entire-agent-slowinfo"
+    slow.write_text("#!/bin/sh\nexec sleep 30\n")
+    slow.chmod(0o755)
+    (tmp_path / "repo").mkdir()
+    d = daemon(tmp_path, tmp_path / "sessions", bin_dir).start()  # returns once /v1/status answers
+    try:
+        first = d.get("/v1/status")["external_agents"]
+        assert first["enabled"] and first["plugins"] == {}, "the ingest answered while the plugins were asked"
+        deadline = time.monotonic() + 60
+        while "good" not in d.get("/v1/status")["external_agents"]["plugins"]:
+            assert time.monotonic() < deadline, d.log()
+            time.sleep(0.2)
+        later = d.get("/v1/status")["external_agents"]
+        assert any("entire-agent-slowinfo: info failed" in s for s in later["skipped"]), later
+    finally:
+        assert d.stop() == 0

@@ -146,7 +146,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     setup_logging(args.verbose)
     try:
         service = _service(args)
-        service.startup()
+        service.startup(defer_external=True)  # external plugins are asked once the ingest listens
     except (AlreadyRunning, ConfigError) as exc:
         return fail(str(exc))
     from collector.cli.daemon_parts import daemon_parts  # the daemon's parts: not loaded by collect --once

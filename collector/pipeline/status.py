@@ -240,7 +240,7 @@ class SessionStatusTracker:
                  idle_ns: Callable[[str], int | None] | None = None) -> None:
         """``load``: one saved session by key; ``due``: every saved session due at a time (both the checkpoint
         store's); ``idle_ns``: each agent's idle timeout, for the due time saved with a session."""
-        self._rules: Mapping[str, AgentStatusRules] = rules or {}
+        self._rules: dict[str, AgentStatusRules] = dict(rules or {})
         # the keyed digest of the content policy, so a hook's raw tool input pairs with an entry's .hmac
         self._digest = digest if digest is not None else ContentPolicy.ephemeral().digest_value
         self._sessions: SessionCache[SessionState] = SessionCache(max_sessions, None if load is None else
@@ -251,6 +251,10 @@ class SessionStatusTracker:
         self._last_record: tuple[str, str] | None = None
 
     # -- input -------------------------------------------------------------------------------------
+
+    def add_agents(self, rules: Mapping[str, AgentStatusRules]) -> None:
+        """Agents known only after the start (external plugins, discovered once the ingest listens)."""
+        self._rules.update(rules)
 
     def observe(self, entry: Mapping[str, Any], record: RawRecord | None = None) -> list[dict[str, Any]]:
         """Count an entry; if it came from a hook, apply that hook's status rule (once per hook record).
