@@ -56,6 +56,7 @@ from collector.agents.common import (
 from collector.agents.gemini_links import SubagentFile, subagent_of
 from collector.agents.gemini_projects import project_of
 from collector.model import AgentActivityEntry, RawRecord
+from collector.sources.decode import loads
 
 HEADER_BYTES = 64 * 1024
 _EXIT_CODE = re.compile(r"^Exit Code:\s*(-?\d+)", re.MULTILINE | re.IGNORECASE)
@@ -372,7 +373,7 @@ def _header_session(path: str) -> str | None:
 def _read_header_session(path: str, ino: int) -> str:
     """Raises (so that nothing is cached) when the header cannot be read yet."""
     with open(path, "rb") as f:
-        header = orjson.loads(f.readline(HEADER_BYTES))
+        header = loads(f.readline(HEADER_BYTES))
     session = header.get("sessionId") if isinstance(header, dict) else None
     if not isinstance(session, str) or not session:
         raise ValueError(f"{path}: no sessionId in the first line")

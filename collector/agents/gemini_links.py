@@ -17,6 +17,8 @@ from typing import Any
 
 import orjson
 
+from collector.sources.decode import loads
+
 MAX_SCAN = 32 * 1024 * 1024  # bytes of a parent log searched for the call, from its end
 _SUBAGENT_FILE = re.compile(r"/chats/([0-9a-fA-F-]{36})/([0-9a-fA-F-]{36})\.jsonl$")
 
@@ -94,7 +96,7 @@ def _call_in(path: str, agent_id: str, ino: int, size: int) -> tuple[str, str | 
 
 def _decode(line: bytes) -> dict[str, Any]:
     try:
-        data = orjson.loads(line)
+        data = loads(line)
     except orjson.JSONDecodeError:
         return {}
     return data if isinstance(data, dict) else {}

@@ -14,6 +14,8 @@ from typing import Any
 
 import orjson
 
+from collector.sources.decode import loads
+
 CHUNK = 64 * 1024
 FIRST_CHUNK = 4 * 1024  # the line wanted is most often one or two lines back: the reads grow up to CHUNK
 MAX_BYTES = 4 * 1024 * 1024  # never look further back than this
@@ -53,7 +55,7 @@ def _decode(line: bytes) -> dict[str, Any] | None:
     if not line.strip():
         return None
     try:
-        data = orjson.loads(line)
+        data = loads(line)
     except orjson.JSONDecodeError:
         return None
     return data if isinstance(data, dict) else None

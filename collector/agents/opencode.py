@@ -57,6 +57,7 @@ from collector.agents.common import (
 from collector.agents.opencode_links import call_in, task_call
 from collector.model import AgentActivityEntry, RawRecord
 from collector.pipeline.boundary import Refused
+from collector.sources.decode import loads_text
 
 TASK_TOOL = "task"  # OpenCode's tool that runs a sub-agent (a child session)
 Emit = Callable[[str, "int | None", "str | None", str, dict[str, Any]], AgentActivityEntry]
@@ -427,9 +428,10 @@ def _str(value: Any) -> str | None:
 
 
 def _json(value: Any) -> Any:
+    """A JSON column's value, decoded as the files are (a lone surrogate escape becomes U+FFFD)."""
     if isinstance(value, (str, bytes)):
         try:
-            return orjson.loads(value)
+            return loads_text(value)
         except orjson.JSONDecodeError:
             return None
     return value

@@ -19,6 +19,8 @@ from typing import Any
 
 import orjson
 
+from collector.sources.decode import loads_text
+
 BUSY_TIMEOUT_S = 0.2
 
 
@@ -26,7 +28,7 @@ def call_in(parts: Any, child: str) -> str | None:
     """The call id of the ``task`` call that runs ``child`` among ``parts`` (a JSON array of part rows'
     ``data``, as the definition's ``related`` ``task_parts`` reads them with the child's session row)."""
     try:
-        rows = orjson.loads(parts) if isinstance(parts, (str, bytes)) else None
+        rows = loads_text(parts) if isinstance(parts, (str, bytes)) else None
     except orjson.JSONDecodeError:
         return None
     if not isinstance(rows, list):
@@ -75,7 +77,7 @@ def _query(db_path: str, parent: str, child: str) -> list[Any]:
 
 def _call_of(raw: Any, child: str) -> str | None:
     try:
-        data = orjson.loads(raw)
+        data = loads_text(raw)
     except (orjson.JSONDecodeError, TypeError):
         return None
     if not isinstance(data, dict) or data.get("type") != "tool":

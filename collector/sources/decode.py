@@ -32,6 +32,16 @@ def loads(raw: bytes) -> Any:
         return _lenient(raw, exc)
 
 
+def loads_text(value: str | bytes) -> Any:
+    """A JSON text held in a database column (a string, or bytes): as :func:`loads`."""
+    if isinstance(value, str):
+        try:
+            return orjson.loads(value)
+        except orjson.JSONDecodeError:
+            value = value.encode("utf-8", "replace")  # a lone surrogate character, if any, as "?"
+    return loads(value)
+
+
 def loads_object(raw: bytes) -> dict[str, Any] | None:
     """The decoded JSON object, or None when it is not JSON or not an object."""
     try:

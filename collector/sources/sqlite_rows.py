@@ -379,6 +379,16 @@ class SqliteRows:
             if not state.window and (not state.drained or _data_version(conn) != state.version):
                 self._find_window(conn, spec, state)  # more to find, or the agent wrote since the last window
             page = [state.window.popleft() for _ in range(min(self.batch_rows, len(state.window)))]
+            try:
+                return self._rows_of(conn, spec, page)
+            except sqlite3.OperationalError as exc:
+                if not _not_utf8(exc) or conn.text_factory is _lenient_text:
+                    raise
+            # a TEXT value that is not UTF-8 (a lone surrogate as Node's CESU bytes, say): this connection
+            # decodes text with U+FFFD for the bad bytes from now on (slower, so only once it is needed)
+            self.stats.extra["text_not_utf8"] = self.stats.extra.get("text_not_utf8", 0) + 1
+            log.info("%s:%s: a text value is not UTF-8; read with U+FFFD in its place", self.path, spec.table)
+            conn.text_factory = _lenient_text
             return self._rows_of(conn, spec, page)
         except sqlite3.OperationalError as exc:
             if _is_busy(exc):
@@ -521,6 +531,14 @@ def _has(conn: sqlite3.Connection, table: str, *columns: str) -> bool:
 
 def _names(cursor: sqlite3.Cursor) -> tuple[str, ...]:
     return tuple(d[0] for d in cursor.description or ())
+
+
+def _lenient_text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
+
+
+def _not_utf8(exc: sqlite3.OperationalError) -> bool:
+    return "decode to UTF-8" in str(exc)
 
 
 def _data_version(conn: sqlite3.Connection) -> int:
