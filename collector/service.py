@@ -153,6 +153,7 @@ class Service:
         self._status_held = False  # a change not written yet (the once-a-second limit)
         self.external = ExternalAgents(self.config.external_agents)  # entire-agent-* plugins, when enabled
         self._external_due = False  # the daemon asks them once its ingest listens (``startup``)
+        self.cycles = 0  # the worker's cycles since the start (in status: tests wait on them, not on time)
         self._builtin_names: list[str] = []
 
     # -- lifecycle --------------------------------------------------------------------------------
@@ -630,6 +631,7 @@ class Service:
             while not self._stop.is_set():
                 self._wake.clear()
                 result = loop.run_until_complete(self._cycle())
+                self.cycles += 1
                 if result.blocked is not None:
                     self._changes.everything()  # the sources it did not reach get every file next time
                 if time.monotonic() - self._pruned_at >= PRUNE_EVERY_S:
@@ -731,6 +733,7 @@ class Service:
             "pid": os.getpid(),
             "started": self.started,
             "updated": time.time(),
+            "cycles": self.cycles,
             "data_dir": str(self.paths.data_dir),
             "output_dir": str(self.output_dir),
             "agents": {a: {"events_today": self.events_today.get(a, 0), "last_event_ns": self.last_event.get(a)}

@@ -8,7 +8,6 @@ import contextlib
 import hashlib
 import shutil
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -150,7 +149,9 @@ def watchdog_thread(dog: Any) -> Iterator[None]:
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_until_complete, args=(dog.run(),), daemon=True)
     thread.start()
-    time.sleep(0.5)  # let it start watching
+    from waits import wait_for
+
+    wait_for(lambda: dog.rounds >= 1, 60, "the watchdog's watches to be up")  # its first round: watching
     yield
     loop.call_soon_threadsafe(dog.stop)
     thread.join(timeout=10)

@@ -8,7 +8,6 @@ import asyncio
 import json
 import shutil
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -119,7 +118,7 @@ def running(env: tuple[Path, Paths], slots: StateSlots) -> Iterator[tuple[Path, 
     thread = threading.Thread(target=loop.run_until_complete, args=(deployer.run(),), daemon=True)
     thread.start()
     wait_for(lambda: saved(paths, STATE_KEY) is not None, timeout=10)  # the first detection ran
-    time.sleep(0.5)  # and the watches are up
+    wait_for(lambda: deployer.rounds >= 1, 60, "the watches to be up")  # the first round comes once they are
     yield home, paths, deployer
     loop.call_soon_threadsafe(deployer.stop)
     thread.join(timeout=10)

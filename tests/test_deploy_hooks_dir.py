@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -151,7 +150,8 @@ def test_the_watchdog_puts_a_deleted_hooks_folder_back_and_leaves_a_foreign_file
 
     wait_for(settled, 10)
     assert all(p.stat().st_mode & 0o777 == 0o755 for p in hooks.iterdir())
+    rounds = dog.rounds
     (hooks / "PreToolUse").write_text("#!/bin/sh\necho '{}'\n")  # the user puts their own hook there
-    time.sleep(1.5)
+    wait_for(lambda: dog.rounds >= rounds + 4, 60, "the watchdog to look a few times since")
     assert (hooks / "PreToolUse").read_text() == "#!/bin/sh\necho '{}'\n", "someone else's file is never replaced"
     assert dog.stats()["repairs_total"] >= 1

@@ -205,8 +205,9 @@ def test_disabled_agent_is_left_alone(running: tuple[Path, Paths, Watchdog]) -> 
     rewrite_once(settings)
     qwen = home / ".qwen" / "settings.json"
     rewrite_once(qwen)  # the other agent is still looked after
-    wait_for(lambda: OURS in qwen.read_bytes(), timeout=5)
-    time.sleep(1.0)
+    wait_for(lambda: OURS in qwen.read_bytes(), timeout=30)
+    rounds = dog.rounds
+    wait_for(lambda: dog.rounds >= rounds + 4, 60, "the watchdog to look a few times since")
     assert OURS not in settings.read_bytes() and dog.stats()["repairs_total"] == 1
 
 
@@ -222,7 +223,8 @@ def test_two_programs_fighting_for_a_minute_stop_at_the_cap(
     finally:
         if fighter.poll() is None:
             fighter.kill()
-    time.sleep(1)
+    rounds = dog.rounds
+    wait_for(lambda: dog.rounds >= rounds + 4, 60, "the watchdog to look a few times since")
     stats = dog.stats()
     assert stats["repairs_today"] == dog.daily_cap == 10
     assert stats["conflicts"] == [str(settings)] and stats["files"][str(settings)]["capped"]

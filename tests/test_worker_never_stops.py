@@ -51,8 +51,9 @@ def test_a_blob_watermark_row_under_the_daemon_stops_nothing(tmp_path: Path) -> 
         assert_no_duplicates(entries)
         assert Counter(e["event.id"] for e in entries if e["event.name"] not in DERIVED) == whole
         assert status["delivery"]["state"] == "ok"
-        time.sleep(1.5)  # several more cycles (poll 0.2 s) over the same row: it is not refused again
-        assert daemon.status_file()["quarantine"]["by_source"]["opencode:sqlite"][reason] == 1
+        cycles = daemon.status_file()["cycles"]  # several more cycles over the same row: not refused again
+        later = wait_status(daemon, lambda s: s.get("cycles", 0) >= cycles + 5, timeout=120)
+        assert later["quarantine"]["by_source"]["opencode:sqlite"][reason] == 1
     finally:
         rc = daemon.stop()
     assert rc == 0, daemon.log()[-3000:]

@@ -68,6 +68,7 @@ class AutoDeployer:
         self.state = _load(state)
         self._told: set[str] = set()  # detected but disabled: logged once
         self._stop = asyncio.Event()
+        self.rounds = 0  # file-event rounds looked at (the first: the watches are up): tests wait on it
 
     # -- one scan -----------------------------------------------------------------------------------
 
@@ -142,6 +143,7 @@ class AutoDeployer:
         async for changes in watchfiles.awatch(*dirs, watch_filter=None, debounce=300, step=50,
                                                stop_event=self._stop, rust_timeout=250,
                                                yield_on_timeout=True, recursive=False):
+            self.rounds += 1
             if changes or first:
                 first = False
                 self.scan()

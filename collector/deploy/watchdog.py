@@ -86,6 +86,7 @@ class Watchdog:
         self.last_repair: dict[str, Any] | None = None
         self._due: dict[Path, float] = {}
         self._stop = asyncio.Event()
+        self.rounds = 0  # file-event rounds looked at (a change, or 250 ms without one): tests wait on it
         self._store = RecordStore(paths)
         self._restore_counts()
 
@@ -126,6 +127,7 @@ class Watchdog:
             *dirs, watch_filter=None, debounce=200, step=50, stop_event=self._stop, rust_timeout=250,
             yield_on_timeout=True, recursive=False,
         ):
+            self.rounds += 1
             if recheck:  # the first yield comes after the watches were set up
                 recheck = False
                 self.check_all()

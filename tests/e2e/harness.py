@@ -612,12 +612,13 @@ def run_cline_resumed(
     prompt: str,
     done: Callable[[], bool],
     timeout: float = 120,
-    settle: float = 3.0,
+    settle: float = 1.5,
 ) -> subprocess.CompletedProcess[str]:
     """One more turn of a Cline session, as a user takes it up again: ``cline --id <session>`` opens its
     terminal UI (it refuses to resume without a TTY, and ``--json`` refuses ``--id``), so it runs on a
-    pseudo-terminal; the prompt is typed once the input box shows, and ``settle`` seconds after ``done()``
-    says the turn ended two Ctrl-C leave the UI. Whatever is still running then is ended, the hub with it."""
+    pseudo-terminal; the prompt is typed once the input box shows, and once ``done()`` says the turn ended
+    and Cline's files have not changed for ``settle`` seconds, two Ctrl-C leave the UI. Whatever is still
+    running then is ended, the hub with it."""
     cmd = [str(agent_bin("cline")), "--auto-approve", "true", "--id", session_id]
     env = {**make_env("cline", home, workdir, server), "TERM": "xterm-256color"}
     env.pop("NO_COLOR", None)
@@ -635,7 +636,8 @@ def run_cline_resumed(
         time.sleep(0.3)
         os.write(leader, b"\r")
         _read_until(leader, screen, done, deadline)
-        time.sleep(settle)  # Cline finishes the turn's bookkeeping after its last hook
+        # Cline finishes the turn's bookkeeping after its last hook: wait until its files stop changing
+        _read_until(leader, screen, _quiet_for(home / ".cline", settle), deadline)
         for _ in range(2):
             if proc.poll() is None:
                 os.write(leader, b"\x03")
@@ -648,6 +650,19 @@ def run_cline_resumed(
         os.close(leader)
     text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.decode("utf-8", "replace"))
     return subprocess.CompletedProcess(cmd, proc.returncode, text, "")
+
+
+def _quiet_for(root: Path, seconds: float) -> Callable[[], bool]:
+    """A condition: nothing under ``root`` was written for ``seconds`` (checked as it is called)."""
+    last: list[Any] = [None, time.monotonic()]
+
+    def quiet() -> bool:
+        stamp = max((p.stat().st_mtime_ns for p in root.rglob("*") if p.is_file()), default=0)
+        if stamp != last[0]:
+            last[0], last[1] = stamp, time.monotonic()
+        return time.monotonic() - last[1] >= seconds
+
+    return quiet
 
 
 def _read_until(fd: int, screen: bytearray, condition: Callable[[], bool], deadline: float) -> None:
