@@ -231,8 +231,8 @@ def test_plugin_speaks_the_protocol(host: FakeHost, daemon: FakeDaemon) -> None:
 
     host.notify("shutdown", {})
     started = time.monotonic()
-    host.proc.wait(3)
-    assert time.monotonic() - started < 1.5
+    host.proc.wait(10)
+    assert time.monotonic() - started < 5  # promptly: a plugin that ignored shutdown would wait for the host
     assert host.proc.returncode == 0
     check_all(host.messages)
 

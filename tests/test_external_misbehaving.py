@@ -140,12 +140,12 @@ def test_hanging_plugins_delay_discovery_by_one_timeout_not_one_each(tmp_path: P
         plugin = bin_dir / f"entire-agent-slow{n}"
         plugin.write_text("#!/bin/sh\nexec sleep 30\n")
         plugin.chmod(0o755)
-    monkeypatch.setattr(discovery, "INFO_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(discovery, "INFO_TIMEOUT_S", 3.0)
     started = time.monotonic()
     found = discovery.discover(str(bin_dir), (), str(tmp_path), 1 << 20)
     took = time.monotonic() - started
     assert found.plugins == [] and len(found.skipped) == 4 and all("info failed" in s for s in found.skipped)
-    assert took < 3.5, f"{took:.1f}s for 4 hanging plugins (sequential would be 4 s or more)"
+    assert took < 9, f"{took:.1f}s for 4 hanging plugins (sequential would be 12 s or more)"
 
 
 def test_the_ingest_answers_before_the_plugins_are_asked(tmp_path: Path) -> None:

@@ -91,7 +91,7 @@ def test_backend_down_while_1000_entries_flow(receiver: OtlpReceiver, tmp_path: 
         began = time.monotonic()
         for exporter in exporters:
             exporter.export(batch)  # never blocks on the dead backend
-        assert time.monotonic() - began < 0.5
+        assert time.monotonic() - began < 2.0  # an append each; delivery (with its retries) is the threads'
     wait_for(lambda: all(not e.stats()["queued"] for e in exporters), 30)
     wait_for(lambda: all(not e.stats()["inner"].get("open_turns") for e in exporters), 30)
     wait_for(lambda: all(not e.stats()["inner"].get("outbox_spans") for e in exporters), 30)
@@ -171,7 +171,7 @@ def test_slow_backend_does_not_stall_another(receiver: OtlpReceiver, tmp_path: P
             batch = [entry(i) for i in range(start, start + 20)]
             slow_q.export(batch)
             fast_q.export(batch)
-        assert time.monotonic() - began < 1.0
+        assert time.monotonic() - began < 5.0  # ten batches through the 1 s backend would be 10 s
         assert fast_q.flush(5) and len(receiver.logs()) == 200
         assert slow_q.stats()["queued"] > 0  # still working through it
         slow.delay_s = 0.0
