@@ -42,9 +42,12 @@ from collector.agents.common import (
     as_int,
     hook_entry,
     iso_to_ns,
+    json_type,
     native_entry,
     text_message,
+    unreadable,
     usage_attributes,
+    wrong_types,
 )
 from collector.model import AgentActivityEntry, RawRecord
 
@@ -75,7 +78,8 @@ def _parse_item(record: RawRecord) -> list[AgentActivityEntry]:
     path = PurePath(str(record.meta.get("path") or ""))
     session = path.parent.name or None
     if not isinstance(message, dict) or not session:
-        return []
+        return [] if message is None or not session else [
+            unreadable(record, f"message is {json_type(message)}, not an object")]
     sub = _SUBAGENT_FILE.match(path.name)
     agent_id = sub.group(1) if sub else None
     if agent_id and record.data.get("index") == 0 and message.get("role") == "user":
@@ -98,7 +102,7 @@ def _message(record: RawRecord, message: dict[str, Any], session: str) -> list[A
     if role == "assistant":
         return _assistant(record, message, blocks, session)
     if role != "user":
-        return []
+        return wrong_types(record, message, {"role": str}, "message ")
     results = [b for b in blocks if b.get("type") == "tool_result"]
     if results:
         time_ns = iso_to_ns(message.get("ts"))
@@ -110,7 +114,7 @@ def _prompt(record: RawRecord, message: dict[str, Any], blocks: list[dict[str, A
             session: str) -> list[AgentActivityEntry]:
     message_id = message.get("id")
     if not isinstance(message_id, str) or not message_id:
-        return []
+        return wrong_types(record, message, {"id": str}, "message ")
     text = "\n".join(b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str))
     match = _USER_INPUT.match(text)
     text = match.group(1) if match else text
@@ -122,7 +126,7 @@ def _assistant(record: RawRecord, message: dict[str, Any], blocks: list[dict[str
                session: str) -> list[AgentActivityEntry]:
     message_id = message.get("id")
     if not isinstance(message_id, str) or not message_id:
-        return []
+        return wrong_types(record, message, {"id": str}, "message ")
     time_ns = iso_to_ns(message.get("ts"))
     entries = [native_entry(record, "llm.response", time_ns, session, message_id, _response_attrs(message, blocks))]
     for block in blocks:

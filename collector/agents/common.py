@@ -112,6 +112,25 @@ def unreadable(record: RawRecord, reason: str) -> AgentActivityEntry:
                               observed_ns=record.observed_ns, id="", attributes={"reason": reason})
 
 
+def wrong_types(record: RawRecord, data: Mapping[str, Any], expected: Mapping[str, type | tuple[type, ...]],
+                where: str = "") -> list[AgentActivityEntry]:
+    """An :func:`unreadable` marker for each field of ``data`` that is present (not null) with another
+    type than ``expected`` names (``where``: what ``data`` is, for the reason), so that a record a parser
+    must drop for a wrong-typed id or kind is counted with its cause, not lost silently."""
+    out = []
+    for name, kinds in expected.items():
+        value = data.get(name)
+        if value is not None and (not isinstance(value, kinds) or isinstance(value, bool) and bool not in
+                                  (kinds if isinstance(kinds, tuple) else (kinds,))):
+            wanted = " or ".join(_TYPE_NAMES.get(k, k.__name__) for k in (kinds if isinstance(kinds, tuple)
+                                                                         else (kinds,)))
+            out.append(unreadable(record, f"{where}{name} is {json_type(value)}, not {wanted}"))
+    return out
+
+
+_TYPE_NAMES = {str: "a string", dict: "an object", list: "a list", int: "a number", float: "a number"}
+
+
 def json_type(value: Any) -> str:
     """A JSON value's kind as a reason names it: ``a list``, ``a string``, ``a number``, ``null``..."""
     if value is None:

@@ -39,6 +39,7 @@ from collector.agents.common import (
     native_entry,
     text_message,
     usage_attributes,
+    wrong_types,
 )
 from collector.model import AgentActivityEntry, RawRecord
 
@@ -52,7 +53,7 @@ def parse(record: RawRecord) -> list[AgentActivityEntry]:
     kind, event_id, body = data.get("type"), data.get("id"), data.get("data")
     handler = _EVENTS.get(kind) if isinstance(kind, str) else None
     if handler is None or not isinstance(event_id, str) or not isinstance(body, dict):
-        return []
+        return wrong_types(record, data, {"type": str, "id": str, "data": dict}, "event ")
     entries = handler(record, _session(record, body), event_id, iso_to_ns(data.get("timestamp")), body)
     agent_id = data.get("agentId")
     if isinstance(agent_id, str) and agent_id:  # a line of a sub-agent's

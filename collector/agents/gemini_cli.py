@@ -52,6 +52,7 @@ from collector.agents.common import (
     payload_digest,
     text_message,
     usage_attributes,
+    wrong_types,
 )
 from collector.agents.gemini_links import SubagentFile, subagent_of
 from collector.agents.gemini_projects import project_of
@@ -218,7 +219,7 @@ def _parse_document(record: RawRecord) -> list[AgentActivityEntry]:
     session = record.data.get("sessionId")
     session = session if isinstance(session, str) else None
     messages = record.data.get("messages")
-    entries: list[AgentActivityEntry] = []
+    entries: list[AgentActivityEntry] = wrong_types(record, record.data, {"messages": list}, "document ")
     for message in messages if isinstance(messages, list) else []:
         if isinstance(message, dict):
             entries.extend(_message(record, message, session))
@@ -228,8 +229,8 @@ def _parse_document(record: RawRecord) -> list[AgentActivityEntry]:
 def _message(record: RawRecord, msg: dict[str, Any], session: str | None) -> list[AgentActivityEntry]:
     kind = msg.get("type")
     msg_id = msg.get("id")
-    if not isinstance(msg_id, str) or not msg_id:
-        return []
+    if not isinstance(msg_id, str) or not msg_id or not isinstance(kind, str):
+        return wrong_types(record, msg, {"id": str, "type": str}, "message ")
     time_ns = iso_to_ns(msg.get("timestamp"))
     if kind == "user":
         return _user(record, msg, msg_id, session, time_ns)

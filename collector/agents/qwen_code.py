@@ -41,6 +41,7 @@ from collector.agents.common import (
     text_message,
     unreadable,
     usage_attributes,
+    wrong_types,
 )
 from collector.agents.lookbehind import lines_before
 from collector.model import AgentActivityEntry, RawRecord
@@ -197,7 +198,7 @@ def _parse_chat(record: RawRecord) -> list[AgentActivityEntry]:
     elif kind == "user" and data.get("isSidechain") and data.get("parentUuid") is None:
         entries = _subagent_begins(record, data, session, time_ns)
     else:
-        return []
+        return wrong_types(record, data, {"type": str, "subtype": str, "systemPayload": dict})
     if faults and entries:  # made without their session
         entries = faults + entries
     scope = _subagent_scope(data.get("agentId"), data.get("agentName"))  # a sub-agent's own log
@@ -299,7 +300,8 @@ def _telemetry(record: RawRecord, data: dict[str, Any], session: str | None,
     payload = data.get("systemPayload")
     event = payload.get("uiEvent") if isinstance(payload, dict) else None
     if not isinstance(event, dict):
-        return []
+        return wrong_types(record, payload, {"uiEvent": dict}, "systemPayload.") if isinstance(payload, dict) \
+            else wrong_types(record, data, {"systemPayload": dict})
     name = event.get("event.name")
     prompts = _turn_prompt(record, event, session)
     if name == "qwen-code.api_response":

@@ -215,7 +215,14 @@ class JsonDocuments:
 
 
 def _element_digest(element: Any) -> str:
-    return hashlib.sha256(orjson.dumps(element)).hexdigest()[:32]
+    try:
+        text = orjson.dumps(element)
+    except orjson.JSONEncodeError:  # nested deeper than orjson writes (or an odd value): judged cut at 64
+        from collector.pipeline.boundary import MAX_DEPTH, cut_below
+
+        text = orjson.dumps(cut_below(element, MAX_DEPTH), default=repr) if isinstance(element, (dict, list)) \
+            else repr(element).encode()
+    return hashlib.sha256(text).hexdigest()[:32]
 
 
 def _resume_index(elements: list[Any], stored: dict[str, Any] | None) -> int:
