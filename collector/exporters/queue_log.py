@@ -83,7 +83,7 @@ class Cursor:
     delivered_total: int = 0
     pending: int = 0
     unsaved: int = 0  # batches acknowledged in memory, not yet in the ack file
-    saved_at: float = 0.0
+    saved_at: float | None = None  # monotonic; None: not written by this process yet (the first ack writes)
     before_save: Callable[[Position], None] | None = None  # the consumer's own state first, with the position
 
     def save(self) -> None:
@@ -349,13 +349,18 @@ class SegmentLog:
         cursor.delivered_total += delivered
         cursor.unsaved += 1
         self._skip_finished(cursor)
-        if cursor.unsaved >= self.ack_every or time.monotonic() - cursor.saved_at >= self.ack_interval_s:
+        if cursor.unsaved >= self.ack_every or self._due(cursor):
             cursor.save()
 
     def save_if_due(self, cursor: Cursor) -> None:
         """Write the cursor's position if it moved and ``ack_interval_s`` passed (the consumer is idle)."""
-        if cursor.unsaved and time.monotonic() - cursor.saved_at >= self.ack_interval_s:
+        if cursor.unsaved and self._due(cursor):
             cursor.save()
+
+    def _due(self, cursor: Cursor) -> bool:
+        """``ack_interval_s`` passed since the cursor was last written (or it never was by this process:
+        time.monotonic() starts near zero on a freshly booted machine, so no "since 0" here)."""
+        return cursor.saved_at is None or time.monotonic() - cursor.saved_at >= self.ack_interval_s
 
     def close(self, consumer: str) -> None:
         """The consumer stops: its position is written; the file closes with the last consumer."""
