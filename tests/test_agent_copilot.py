@@ -10,6 +10,7 @@ from support import builtin_tracker
 
 from collector.agents import copilot
 from collector.model import RawRecord
+from collector.model.entry import UNREADABLE
 
 AGENT = "copilot"
 
@@ -55,8 +56,13 @@ def test_bad_lines_give_nothing_and_do_not_raise() -> None:
         {"type": "tool.execution_complete", "id": "x", "data": {"toolCallId": None}},
         {"type": "tool.execution_start", "id": None, "data": {"toolCallId": "c"}},
     ]
+    reasons = []
     for data in bad:
-        assert copilot.parse(RawRecord(AGENT, "transcript", data, "fp", "0", 1, meta)) == []
+        made = copilot.parse(RawRecord(AGENT, "transcript", data, "fp", "0", 1, meta))
+        assert [e for e in made if e.name != UNREADABLE] == []
+        reasons += [e.attributes["reason"] for e in made if e.name == UNREADABLE]
+    assert reasons == ["event type is a number, not a string", "event data is a string, not an object"], \
+        "a wrong-typed kind or body is counted (pipeline.unreadable), not dropped silently"
     odd = {"type": "tool.execution_complete", "id": "x", "timestamp": "nope",
            "data": {"toolCallId": "c", "success": False, "error": {"message": "denied"}}}
     (entry,) = copilot.parse(RawRecord(AGENT, "transcript", odd, "fp", "0", 1, meta))
