@@ -316,9 +316,13 @@ class Service:
     async def _adopt_external(self) -> None:
         """The deferred discovery of external plugins (``startup(defer_external=True)``): asked in a
         thread, while the ingest already answers; their agents join before the first cycle."""
-        found = await asyncio.to_thread(load_external, self.config.external_agents, self.paths,
-                                        self._builtin_names)
         self._external_due = False
+        try:
+            found = await asyncio.to_thread(load_external, self.config.external_agents, self.paths,
+                                            self._builtin_names)
+        except Exception:  # noqa: BLE001 - a broken discovery costs the plugins, never the daemon
+            log.exception("external agents: discovery failed; going on without them")
+            return
         assert self._pipeline is not None and self._store is not None and self.status is not None
         new = {k: d for k, d in found.definitions().items() if k not in self.definitions}
         capture_all = bool(self.config.content.capture)
