@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,12 +54,17 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("useradd")
 
 
 @pytest.fixture(scope="module")
-def user_b() -> pwd.struct_passwd:
+def user_b() -> Iterator[pwd.struct_passwd]:
+    """The second user, made for the test and removed after it (one that was there already is kept)."""
+    existed = USER_B in {u.pw_name for u in pwd.getpwall()}
+    if not existed:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", USER_B],
+                       check=True)
     try:
-        return pwd.getpwnam(USER_B)
-    except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", USER_B], check=True)
-        return pwd.getpwnam(USER_B)
+        yield pwd.getpwnam(USER_B)
+    finally:
+        if not existed:
+            subprocess.run(["userdel", USER_B], check=False, capture_output=True)
 
 
 def _cli(daemon: Daemon, *args: str) -> subprocess.CompletedProcess[str]:
