@@ -15,7 +15,7 @@ import re
 import shutil
 import sqlite3
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -96,25 +96,17 @@ class Case:
         """The replacement has another type than the original (null aside: JSON writers mean "absent")."""
         if self.value.name == "null":
             return False
-        if self.value.raw is not None or self.value.name == "10 MB" and not isinstance(self.original, str):
-            return True
         new = self.value.json if self.target.kind != "sqlite" or self.target.path else self.value.sql
-        kinds = (bool,), (int, float), (str,), (list,), (dict,), (bytes,), (type(None),)
-        same = next((k for k in kinds if isinstance(self.original, k) and (bool not in k) ==
-                     (not isinstance(self.original, bool))), None)
-        return same is None or not isinstance(new, same) or isinstance(new, bool) != isinstance(self.original, bool)
+        return self.value.raw is not None or _kind(new) != _kind(self.original)
 
     def describe(self) -> str:
         return f"{self.target.describe()} := {self.value.name}"
 
 
-@dataclass
-class Layout:
-    """Where one agent's sources read inside a prepared case folder."""
-
-    agent: str
-    case: Path  # the fixture case (tests/fixtures/<agent>/<case>)
-    targets: list[Target] = field(default_factory=list)
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    return "number" if isinstance(value, (int, float)) else type(value).__name__
 
 
 def fixture_cases(agent: str) -> list[Path]:
@@ -209,6 +201,7 @@ def sample(all_targets: list[Target], count: int, seed: int) -> list[Case]:
     """``count`` cases: the sources in turn, each value in turn, a target drawn at random (fields that look
     like ids, times, tokens or kinds three times as often), with a fixed seed."""
     rng = random.Random(seed)
+    offset = rng.randrange(len(VALUES))
     by_source: dict[str, list[Target]] = {}
     for target in all_targets:
         by_source.setdefault(target.source, []).append(target)
@@ -219,7 +212,7 @@ def sample(all_targets: list[Target], count: int, seed: int) -> list[Case]:
         weights = [3 if t.path and _INTERESTING.search(str(t.path[-1])) or t.column and
                    _INTERESTING.search(t.column) else 1 for t in pool]
         target = rng.choices(pool, weights)[0]
-        cases.append(Case(target, VALUES[(n // len(names) + rng.randrange(len(VALUES))) % len(VALUES)]))
+        cases.append(Case(target, VALUES[(n // len(names) + offset) % len(VALUES)]))
     return cases
 
 
@@ -271,14 +264,10 @@ def apply(case: Case, root: Path) -> None:
         try:
             (current,) = conn.execute(f'SELECT "{t.column}" FROM "{t.table}" WHERE rowid = ?', (t.rowid,)).fetchone()
             case.original = _get(json.loads(current), t.path) if t.path else current
-            if t.path:
-                new: Any = _encode(json.loads(current), t.path, case.value).decode("utf-8", "surrogateescape")
-                if case.value.name == "non-UTF-8 bytes":
-                    new = _encode(json.loads(current), t.path, case.value)  # stored as TEXT bytes, not UTF-8
-                    conn.execute(f'UPDATE "{t.table}" SET "{t.column}" = CAST(? AS TEXT) WHERE rowid = ?',
-                                 (new, t.rowid))
-                else:
-                    conn.execute(f'UPDATE "{t.table}" SET "{t.column}" = ? WHERE rowid = ?', (new, t.rowid))
+            if t.path:  # the column's JSON text with the field replaced, as TEXT (its bytes as they are)
+                new = _encode(json.loads(current), t.path, case.value)
+                conn.execute(f'UPDATE "{t.table}" SET "{t.column}" = CAST(? AS TEXT) WHERE rowid = ?',
+                             (new, t.rowid))
             else:
                 conn.execute(f'UPDATE "{t.table}" SET "{t.column}" = ? WHERE rowid = ?', (case.value.sql, t.rowid))
             conn.commit()

@@ -61,7 +61,8 @@ def test_bad_lines_give_nothing_and_do_not_raise() -> None:
         made = copilot.parse(RawRecord(AGENT, "transcript", data, "fp", "0", 1, meta))
         assert [e for e in made if e.name != UNREADABLE] == []
         reasons += [e.attributes["reason"] for e in made if e.name == UNREADABLE]
-    assert reasons == ["event type is a number, not a string", "event data is a string, not an object"], \
+    assert reasons == ["event type is a number, not a string", "event data is a string, not an object",
+                       "user message content is a number, not a string"], \
         "a wrong-typed kind or body is counted (pipeline.unreadable), not dropped silently"
     odd = {"type": "tool.execution_complete", "id": "x", "timestamp": "nope",
            "data": {"toolCallId": "c", "success": False, "error": {"message": "denied"}}}

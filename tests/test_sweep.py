@@ -57,6 +57,10 @@ def _ids(entries: list[dict[str, Any]]) -> set[str]:
     return {e["event.id"] for e in entries if e["event.name"] not in DERIVED}
 
 
+def _names(entries: list[dict[str, Any]]) -> Counter[str]:
+    return Counter(e["event.name"] for e in entries if e["event.name"] not in DERIVED)
+
+
 def _causes(status: dict[str, Any], entries: list[dict[str, Any]]) -> list[str]:
     found = []
     if (status.get("quarantine") or {}).get("records"):
@@ -100,8 +104,7 @@ def _check(case: Case, fixture: Path, tmp: Path, full: list[dict[str, Any]],
     missing = neighbours - set(counted)
     if missing:
         return f"{len(missing)} neighbour entries lost, e.g. {sorted(missing)[0]}"
-    names = lambda es: Counter(e["event.name"] for e in es if e["event.name"] not in DERIVED)  # noqa: E731
-    lost = names(full) - names(entries)
+    lost = _names(full) - _names(entries)
     if lost and case.wrong_type and not causes + _causes({}, entries):
         return f"entries of the mutated record lost with no cause in status: {dict(lost)}"
     outcomes["its entries intact" if not lost else "its entries lost, cause in status" if case.wrong_type

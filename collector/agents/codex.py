@@ -51,12 +51,11 @@ from collector.agents.common import (
     dispatch_hook,
     hook_entry,
     iso_to_ns,
-    json_type,
     native_entry,
     no_entry,
     text_message,
-    unreadable,
     usage_attributes,
+    wrong_types,
 )
 from collector.agents.lookbehind import lines_before
 from collector.model import AgentActivityEntry, RawRecord
@@ -180,8 +179,7 @@ def _parse_rollout(record: RawRecord) -> list[AgentActivityEntry]:
     data = record.data
     payload = data.get("payload")
     if not isinstance(payload, dict):  # no payload at all: a line of the older layout, read elsewhere or not
-        return [] if payload is None else [unreadable(record, f"rollout payload is {json_type(payload)}, "
-                                                              f"not an object")]
+        return wrong_types(record, data, {"payload": dict}, "rollout ")
     kind = data.get("type")
     session = _thread_of(record) or _str(payload.get("thread_id")) or _str(payload.get("session_id"))
     line = _Line(record, session, iso_to_ns(data.get("timestamp")), payload)

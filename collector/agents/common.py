@@ -116,31 +116,28 @@ def wrong_types(record: RawRecord, data: Mapping[str, Any], expected: Mapping[st
                 where: str = "") -> list[AgentActivityEntry]:
     """An :func:`unreadable` marker for each field of ``data`` that is present (not null) with another
     type than ``expected`` names (``where``: what ``data`` is, for the reason), so that a record a parser
-    must drop for a wrong-typed id or kind is counted with its cause, not lost silently."""
+    must drop for a wrong-typed id or kind is counted with its cause, not lost silently. A boolean is
+    never a number here (it is one in Python)."""
     out = []
     for name, kinds in expected.items():
         value = data.get(name)
-        if value is not None and (not isinstance(value, kinds) or isinstance(value, bool) and bool not in
-                                  (kinds if isinstance(kinds, tuple) else (kinds,))):
-            wanted = " or ".join(_TYPE_NAMES.get(k, k.__name__) for k in (kinds if isinstance(kinds, tuple)
-                                                                         else (kinds,)))
-            out.append(unreadable(record, f"{where}{name} is {json_type(value)}, not {wanted}"))
+        allowed = kinds if isinstance(kinds, tuple) else (kinds,)
+        if value is None or isinstance(value, allowed) and (bool in allowed or not isinstance(value, bool)):
+            continue
+        wanted = " or ".join(dict.fromkeys(_TYPE_NAMES.get(k, k.__name__) for k in allowed))
+        out.append(unreadable(record, f"{where}{name} is {json_type(value)}, not {wanted}"))
     return out
 
 
-_TYPE_NAMES = {str: "a string", dict: "an object", list: "a list", int: "a number", float: "a number"}
+_TYPE_NAMES: dict[type, str] = {bool: "a boolean", int: "a number", float: "a number", str: "a string",
+                                list: "a list", dict: "an object"}
 
 
 def json_type(value: Any) -> str:
     """A JSON value's kind as a reason names it: ``a list``, ``a string``, ``a number``, ``null``..."""
     if value is None:
         return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    names: dict[type, str] = {str: "a string", list: "a list", dict: "an object"}
-    return names.get(type(value), type(value).__name__)
+    return next((name for kind, name in _TYPE_NAMES.items() if isinstance(value, kind)), type(value).__name__)
 
 
 def text_message(role: str, text: str) -> list[dict[str, Any]]:

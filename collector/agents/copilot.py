@@ -104,7 +104,7 @@ def _user(record: RawRecord, session: str | None, event_id: str, time_ns: int | 
           body: dict[str, Any]) -> list[AgentActivityEntry]:
     turn, text = body.get("interactionId"), body.get("content")
     if not isinstance(turn, str) or not turn or not isinstance(text, str):
-        return []
+        return wrong_types(record, body, {"interactionId": str, "content": str}, "user message ")
     attrs = {"gen_ai.turn.id": turn, "gen_ai.input.messages": text_message("user", text)}
     return [native_entry(record, "user.prompt", time_ns, session, turn, attrs)]
 

@@ -245,8 +245,10 @@ def _message(record: RawRecord, msg: dict[str, Any], session: str | None) -> lis
 def _user(record: RawRecord, msg: dict[str, Any], msg_id: str, session: str | None,
           time_ns: int | None) -> list[AgentActivityEntry]:
     text = _text(msg.get("content"))
-    if not text or text.startswith("<session_context>"):
-        return []  # a function response going back to the model, or the context preamble
+    if not text:  # a function response going back to the model, or content of a shape it never writes
+        return _content_faults(record, msg.get("content"))
+    if text.startswith("<session_context>"):
+        return []  # the context preamble
     attrs = {"gen_ai.turn.id": msg_id, "gen_ai.input.messages": text_message("user", text)}
     return [native_entry(record, "user.prompt", time_ns, session, msg_id, attrs)]
 
@@ -266,9 +268,15 @@ def _gemini(record: RawRecord, msg: dict[str, Any], msg_id: str, session: str | 
             **_usage(tokens.get("input"), tokens.get("output"), tokens.get("cached"), tokens.get("thoughts")),
         }
         entries.append(native_entry(record, "llm.response", time_ns, session, msg_id, attrs))
-    for call in msg.get("toolCalls") or []:
-        if isinstance(call, dict) and isinstance(call.get("id"), str):
+    calls = msg.get("toolCalls")
+    entries += wrong_types(record, msg, {"toolCalls": list}, "message ")
+    for call in calls if isinstance(calls, list) else []:
+        if not isinstance(call, dict):
+            entries += wrong_types(record, {"toolCalls[]": call}, {"toolCalls[]": dict}, "message ")
+        elif isinstance(call.get("id"), str):
             entries.extend(_tool_call(record, call, msg_id, session, time_ns))
+        else:
+            entries += wrong_types(record, call, {"id": str}, "tool call ")
     return entries
 
 
@@ -338,6 +346,16 @@ def _exit_code(output: Any) -> int | None:
         if match:
             return int(match.group(1))
     return None
+
+
+def _content_faults(record: RawRecord, content: Any) -> list[AgentActivityEntry]:
+    """Markers for a message ``content`` that is neither text nor a list of parts (objects)."""
+    if isinstance(content, list):
+        odd = next((p for p in content if not isinstance(p, dict)), None)
+        if odd is not None:
+            return wrong_types(record, {"content[]": odd}, {"content[]": dict}, "message ")
+        return [m for part in content for m in wrong_types(record, part, {"text": str}, "message content ")]
+    return wrong_types(record, {"content": content}, {"content": (str, list)}, "message ")
 
 
 def _text(content: Any) -> str | None:

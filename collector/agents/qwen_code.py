@@ -223,14 +223,9 @@ def _session_of(record: RawRecord, value: Any) -> tuple[str | None, list[AgentAc
 def _message_faults(record: RawRecord, data: dict[str, Any]) -> list[AgentActivityEntry]:
     """A ``message`` that is not ``{role, parts: [...]}``: its tool calls or results cannot be read."""
     message = data.get("message")
-    if message is None:
-        return []
-    if not isinstance(message, dict):
-        return [unreadable(record, f"message is {json_type(message)}, not an object")]
-    parts = message.get("parts")
-    if parts is not None and not isinstance(parts, list):
-        return [unreadable(record, f"message.parts is {json_type(parts)}, not a list")]
-    return []
+    if isinstance(message, dict):
+        return wrong_types(record, message, {"parts": list}, "message.")
+    return wrong_types(record, data, {"message": dict})
 
 
 def _subagent_begins(record: RawRecord, data: dict[str, Any], session: str | None,
@@ -311,7 +306,7 @@ def _telemetry(record: RawRecord, data: dict[str, Any], session: str | None,
                  "error.type": str(event.get("error_type") or "api_error"),
                  "error.message": _as_text(event.get("error"))}
         return prompts + [native_entry(record, "error", time_ns, session, str(data.get("uuid")), attrs)]
-    return prompts
+    return prompts + wrong_types(record, event, {"event.name": str}, "uiEvent ")
 
 
 def _main_prompt_id(data: dict[str, Any], session: str) -> str | None:
@@ -359,7 +354,7 @@ def _api_response(record: RawRecord, event: dict[str, Any], session: str | None,
                   time_ns: int | None) -> list[AgentActivityEntry]:
     response_id = event.get("response_id")
     if not isinstance(response_id, str) or not response_id:
-        return []
+        return wrong_types(record, event, {"response_id": str}, "uiEvent ")
     text = event.get("response_text")
     attrs = {
         "gen_ai.operation.name": "chat",

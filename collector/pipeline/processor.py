@@ -150,7 +150,7 @@ class Pipeline:
                 self._quarantined(record, exc)
                 continue
             try:
-                entries = [e.to_dict() for e in settings.parser(checked) if e.name != UNREADABLE or self._lost(e)]
+                entries = self._entries_of(settings.parser(checked))
             except Exception as exc:  # noqa: BLE001
                 self._stage = "parse"
                 self._quarantined(record, exc)
@@ -210,14 +210,22 @@ class Pipeline:
             log.warning("%s: a record %s was read with its deepest values left out (counted in status)",
                         record.agent, reason)
 
-    def _lost(self, marker: AgentActivityEntry) -> bool:
-        """Count a part a parser had to leave out (and log its first of each kind); always False."""
-        key = f"{marker.agent}: {marker.attributes.get('reason')}"
+    def _entries_of(self, made: list[AgentActivityEntry]) -> list[dict[str, Any]]:
+        """The parser's entries as dicts; its ``unreadable`` markers are counted (the first of each kind
+        logged), not passed on."""
+        entries = []
+        for entry in made:
+            if entry.name == UNREADABLE:
+                self._count_unreadable(f"{entry.agent}: {entry.attributes.get('reason')}")
+            else:
+                entries.append(entry.to_dict())
+        return entries
+
+    def _count_unreadable(self, key: str) -> None:
         seen = self.stats.unreadable.get(key, 0)
         self.stats.unreadable[key] = seen + 1
         if not seen:
             log.warning("%s: a part of a record could not be read and is left out (counted in status)", key)
-        return False
 
     def _quarantined(self, record: RawRecord, exc: Exception) -> None:
         self.stats.quarantined += 1

@@ -35,6 +35,7 @@ import orjson
 from collector.definitions import AgentDefinition
 from collector.definitions.schema import kind_schema
 from collector.model.raw import RawRecord
+from collector.pipeline.boundary import MAX_DEPTH, cut_below
 from collector.registry import Plugin
 from collector.sources.base import Item, Position, Scope, SourceStats
 from collector.sources.context import BuildContext, SourceBuilder
@@ -218,8 +219,6 @@ def _element_digest(element: Any) -> str:
     try:
         text = orjson.dumps(element)
     except orjson.JSONEncodeError:  # nested deeper than orjson writes (or an odd value): judged cut at 64
-        from collector.pipeline.boundary import MAX_DEPTH, cut_below
-
         text = orjson.dumps(cut_below(element, MAX_DEPTH), default=repr) if isinstance(element, (dict, list)) \
             else repr(element).encode()
     return hashlib.sha256(text).hexdigest()[:32]

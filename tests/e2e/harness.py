@@ -654,13 +654,15 @@ def run_cline_resumed(
 
 def _quiet_for(root: Path, seconds: float) -> Callable[[], bool]:
     """A condition: nothing under ``root`` was written for ``seconds`` (checked as it is called)."""
-    last: list[Any] = [None, time.monotonic()]
+    seen: int | None = None
+    since = time.monotonic()
 
     def quiet() -> bool:
+        nonlocal seen, since
         stamp = max((p.stat().st_mtime_ns for p in root.rglob("*") if p.is_file()), default=0)
-        if stamp != last[0]:
-            last[0], last[1] = stamp, time.monotonic()
-        return time.monotonic() - last[1] >= seconds
+        if stamp != seen:
+            seen, since = stamp, time.monotonic()
+        return time.monotonic() - since >= seconds
 
     return quiet
 
