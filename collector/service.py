@@ -59,6 +59,7 @@ from collector.pipeline.content_policy import (
 )
 from collector.pipeline.correlate import Correlator
 from collector.pipeline.crash_guard import CrashGuard
+from collector.pipeline.field_types import FieldTypes
 from collector.pipeline.masking import Masker, MaskingRuleError, load_rules
 from collector.pipeline.processor import AgentSettings, Pipeline
 from collector.pipeline.quarantine import DueEntry, Quarantine, quarantine_dir
@@ -311,7 +312,8 @@ class Service:
             return None
         capture = agent_setting(self.config, agent_id, "content_capture", defn.content_capture or capture_all)
         path_fields = tuple(s["hook_path_field"] for s in defn.sources if s.get("hook_path_field"))
-        return AgentSettings(parser, bool(capture), defn.provider, path_fields)
+        types = FieldTypes.of_sources(defn.sources)
+        return AgentSettings(parser, bool(capture), defn.provider, path_fields, types if types.by_kind else None)
 
     async def _adopt_external(self) -> None:
         """The deferred discovery of external plugins (``startup(defer_external=True)``): asked in a

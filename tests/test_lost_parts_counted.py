@@ -42,9 +42,9 @@ def test_codex_payloads_that_are_not_objects_are_counted(tmp_path: Path) -> None
     entries = read_output(paths.output_dir)
     assert_no_duplicates(entries)
     assert Counter(e["event.name"] for e in entries) == expected_counts(CODEX), "every neighbour, once"
-    assert status["pipeline"]["unreadable"] == {"codex: rollout payload is a list, not an object": 2,
-                                                "codex: rollout payload is a string, not an object": 1}
-    assert "record parts left out (a field of an unreadable shape): codex: rollout payload is a list, not an " \
+    assert status["pipeline"]["unreadable"] == {"codex: payload is a list, not an object": 2,
+                                                "codex: payload is a string, not an object": 1}
+    assert "record parts left out (a field of an unreadable shape): codex: payload is a list, not an " \
            "object (2)" in _status_text(paths)
     assert collect_cli(paths)["pipeline"]["unreadable"] == {}, "read once: a second run counts nothing again"
 

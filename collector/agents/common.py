@@ -10,6 +10,7 @@ from collector.model import AgentActivityEntry, RawRecord, event_id
 from collector.model.entry import UNREADABLE, hook_call_key
 from collector.model.entry import payload_digest as payload_digest  # re-exported for the parsers
 from collector.util.epoch import epoch_number_to_ns
+from collector.util.json_kinds import KIND_NAMES, json_type
 
 
 def iso_to_ns(value: Any) -> int | None:
@@ -124,20 +125,9 @@ def wrong_types(record: RawRecord, data: Mapping[str, Any], expected: Mapping[st
         allowed = kinds if isinstance(kinds, tuple) else (kinds,)
         if value is None or isinstance(value, allowed) and (bool in allowed or not isinstance(value, bool)):
             continue
-        wanted = " or ".join(dict.fromkeys(_TYPE_NAMES.get(k, k.__name__) for k in allowed))
+        wanted = " or ".join(dict.fromkeys(KIND_NAMES.get(k, k.__name__) for k in allowed))
         out.append(unreadable(record, f"{where}{name} is {json_type(value)}, not {wanted}"))
     return out
-
-
-_TYPE_NAMES: dict[type, str] = {bool: "a boolean", int: "a number", float: "a number", str: "a string",
-                                list: "a list", dict: "an object"}
-
-
-def json_type(value: Any) -> str:
-    """A JSON value's kind as a reason names it: ``a list``, ``a string``, ``a number``, ``null``..."""
-    if value is None:
-        return "null"
-    return next((name for kind, name in _TYPE_NAMES.items() if isinstance(value, kind)), type(value).__name__)
 
 
 def text_message(role: str, text: str) -> list[dict[str, Any]]:

@@ -198,7 +198,7 @@ def _parse_chat(record: RawRecord) -> list[AgentActivityEntry]:
     elif kind == "user" and data.get("isSidechain") and data.get("parentUuid") is None:
         entries = _subagent_begins(record, data, session, time_ns)
     else:
-        return wrong_types(record, data, {"type": str, "subtype": str, "systemPayload": dict})
+        return wrong_types(record, data, {"subtype": str, "systemPayload": dict})  # type: the definition's
     if faults and entries:  # made without their session
         entries = faults + entries
     scope = _subagent_scope(data.get("agentId"), data.get("agentName"))  # a sub-agent's own log

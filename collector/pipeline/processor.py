@@ -1,7 +1,8 @@
 """The pipeline proper: raw records in, finished entries out.
 
-boundary check -> parse (agent parser) -> dedupe -> boundary check -> enrich -> correlate -> turns
-(``turn.key``/``turn.ends``, collector.pipeline.turns) -> status -> content policy -> masking -> encode check.
+boundary check -> declared field types (collector.pipeline.field_types) -> parse (agent parser) -> dedupe ->
+boundary check -> enrich -> correlate -> turns (``turn.key``/``turn.ends``, collector.pipeline.turns) ->
+status -> content policy -> masking -> encode check.
 A record failing at any stage is quarantined (collector.pipeline.quarantine); its neighbours go on.
 Nothing here knows a particular agent; parsers are looked up by the record's agent.
 """
@@ -24,6 +25,7 @@ from collector.pipeline.content_policy import ContentPolicy
 from collector.pipeline.correlate import Correlator
 from collector.pipeline.crash_guard import CrashGuard
 from collector.pipeline.dedupe import Deduper
+from collector.pipeline.field_types import FieldTypes
 from collector.pipeline.masking import Masker, default_masker
 from collector.pipeline.quarantine import Due, Quarantine, describe
 from collector.pipeline.turns import TurnMarker
@@ -47,6 +49,8 @@ class AgentSettings:
     capture: bool = False
     provider: str | None = None  # the definition's: gen_ai.provider.name of model calls that do not name one
     path_fields: tuple[str, ...] = ()  # hook payload fields naming files a source should follow
+    # the definition's types of the fields its parser dispatches on (collector.pipeline.field_types)
+    field_types: FieldTypes | None = None
 
 
 @dataclass(slots=True)
@@ -149,6 +153,8 @@ class Pipeline:
                 self._stage = "boundary"
                 self._quarantined(record, exc)
                 continue
+            if settings.field_types is not None and self._mistyped(checked, settings.field_types):
+                continue
             try:
                 entries = self._entries_of(settings.parser(checked))
             except Exception as exc:  # noqa: BLE001
@@ -220,6 +226,14 @@ class Pipeline:
             else:
                 entries.append(entry.to_dict())
         return entries
+
+    def _mistyped(self, record: RawRecord, types: FieldTypes) -> bool:
+        """True (each problem counted) when a field the definition types has another type: the record is
+        not parsed (its kind or id would be guessed from a value that is not one)."""
+        problems = types.problems(record)
+        for problem in problems:
+            self._count_unreadable(f"{record.agent}: {problem}")
+        return bool(problems)
 
     def _count_unreadable(self, key: str) -> None:
         seen = self.stats.unreadable.get(key, 0)
