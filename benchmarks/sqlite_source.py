@@ -25,7 +25,8 @@ import time
 from pathlib import Path
 
 from collector.agents import opencode
-from collector.sources.sqlite_rows import SqliteRows, TableSpec
+from collector.sources.sqlite_rows import SqliteRows
+from collector.sources.sqlite_specs import TableSpec
 
 TABLES = [
     TableSpec("session", "time_updated", "id"),

@@ -15,7 +15,8 @@ from agent_support import by_name, run_pipeline
 from collector.agents import opencode
 from collector.definitions import load_definitions
 from collector.model import RawRecord
-from collector.sources.sqlite_rows import SqliteRows, table_specs
+from collector.sources.sqlite_rows import SqliteRows
+from collector.sources.sqlite_specs import table_specs
 
 CASES = Path(__file__).parent / "fixtures" / "opencode"
 AGENT = "opencode"

@@ -14,7 +14,7 @@ from deploy_support import clear_env, definition, paths_for
 
 from collector.deploy import Action, State, install_agent, integration_state, uninstall_agent
 from collector.deploy.jsonc import JsoncError, parse
-from collector.deploy.strategies import SettingsHooksJson
+from collector.deploy.settings_hooks import SettingsHooksJson
 
 EVENTS = ["SessionStart", "PreToolUse", "Stop"]
 

@@ -258,7 +258,8 @@ def test_a_corrupt_sqlite_page_costs_only_the_rows_it_holds(tmp_path: Path) -> N
     import asyncio
     import sqlite3
 
-    from collector.sources.sqlite_rows import SqliteRows, TableSpec
+    from collector.sources.sqlite_rows import SqliteRows
+    from collector.sources.sqlite_specs import TableSpec
 
     db = tmp_path / "agent.db"
     conn = sqlite3.connect(db)

@@ -81,7 +81,8 @@ def test_the_child_session_row_comes_with_its_task_call(tmp_path: Path, monkeypa
 
     from collector.agents import opencode, opencode_links
     from collector.definitions import load_definitions
-    from collector.sources.sqlite_rows import SqliteRows, table_specs
+    from collector.sources.sqlite_rows import SqliteRows
+    from collector.sources.sqlite_specs import table_specs
 
     shutil.copytree(CASE, tmp_path / "db")
     db = str(tmp_path / "db" / "opencode.db")

@@ -362,18 +362,18 @@ def test_the_counters_day_remembered_per_minute_is_the_local_day(zone: str, monk
     2026-03-29 01:00 UTC) every answer is the one strftime gives for that very nanosecond."""
     import time
 
-    from collector.pipeline.status import _day, _LocalDays
+    from collector.pipeline.local_days import LocalDays, local_day
 
     monkeypatch.setenv("TZ", zone)
     time.tzset()
     try:
-        days = _LocalDays(cap=8)
+        days = LocalDays(cap=8)
         change = 1_774_746_000
         midnights = [int(time.mktime((2026, 3, day, 0, 0, 0, 0, 0, -1))) for day in range(26, 32)]
         seconds = list(range(change - 5400, change + 5400, 7)) + [m + o for m in midnights for o in range(-90, 90)]
         for second in seconds:
             for ns in (second * 10**9, second * 10**9 + 999_999_999):
-                assert days(ns) == _day(ns), ns
+                assert days(ns) == local_day(ns), ns
     finally:
         monkeypatch.undo()
         time.tzset()

@@ -22,7 +22,8 @@ from collector.definitions import load_definitions
 from collector.paths import Paths
 from collector.sources.base import Item
 from collector.sources.factory import BuildContext, build_sources
-from collector.sources.sqlite_rows import RelatedSpec, SqliteRows, TableSpec
+from collector.sources.sqlite_rows import SqliteRows
+from collector.sources.sqlite_specs import RelatedSpec, TableSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = [TableSpec("item", "updated", "id")]

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from collector.sources.sqlite_rows import SqliteRows, TableSpec
+from collector.sources.sqlite_rows import SqliteRows
+from collector.sources.sqlite_specs import TableSpec
 from tests.test_source_sqlite import SPEC, make_db, read, rows
 
 

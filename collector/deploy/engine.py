@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from collector.definitions.loader import AgentDefinition
+from collector.deploy.file_edit import Check, FileEdit
 from collector.deploy.fsutil import (
     missing_parents,
     read_or_none,
@@ -32,7 +33,6 @@ from collector.deploy.model import (
     State,
 )
 from collector.deploy.records import DeployRecord, RecordStore
-from collector.deploy.strategies import Check, FileEdit
 from collector.deploy.trust import trust_stores
 from collector.paths import Paths
 

@@ -3,7 +3,7 @@
 The agent runs every file in ``dir`` whose name is an event name (``file_name``, default ``{event}``,
 e.g. ``~/.cline/hooks/PreToolUse``) with the event's JSON on stdin, and reads its stdout as the hook's
 answer. For each event we write one small POSIX sh wrapper, ours by the ``agent-collector:managed``
-marker (a :class:`~collector.deploy.strategies.ManagedFile`, mode 0755):
+marker (a :class:`~collector.deploy.plugin_files.ManagedFile`, mode 0755):
 
 * it prints the answer the agent expects (the spec's ``stdout``, e.g. ``{"cancel": false}``) first, so a
   blocking hook is answered whatever happens after;
@@ -22,9 +22,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from collector.deploy.file_edit import FileEdit
 from collector.deploy.hookcmd import ASSET_MARKER, hook_argv
 from collector.deploy.model import DeployError
-from collector.deploy.strategies import FileEdit, ManagedFile
+from collector.deploy.plugin_files import ManagedFile
 from collector.paths import Paths
 
 EXECUTABLE = 0o755

@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from collector import __version__
+from collector.deploy.file_edit import Check, FileEdit
 from collector.deploy.fsutil import write_atomic
 from collector.deploy.hookcmd import hook_command
 from collector.deploy.model import DeployError
-from collector.deploy.strategies import Check, FileEdit
 from collector.ingest.secret import ensure_token
 from collector.paths import Paths
 

@@ -2,8 +2,9 @@
 
 A kind's build function gets the integration spec (defaults filled in, checked against the kind's
 schema), the agent id, the paths and the hook script, and returns the :class:`FileEdit` list that
-deploys it. Built-in kinds: ``settings_hooks``, ``toml_notify``, ``dropin_plugin``, ``plugin_inject``
-(strategies), ``http_plugin_dir`` (http_plugin) and ``hooks_dir`` (hooks_dir); an installed package adds
+deploys it. Built-in kinds: ``settings_hooks`` (settings_hooks), ``toml_notify`` (toml_notify),
+``dropin_plugin`` and ``plugin_inject`` (plugin_files), ``http_plugin_dir`` (http_plugin) and ``hooks_dir``
+(hooks_dir); an installed package adds
 kinds under the entry point group ``agent_collector.integration_kinds``.
 """
 
@@ -15,17 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from collector.definitions.schema import kind_schema
+from collector.deploy.file_edit import FileEdit
 from collector.deploy.hooks_dir import hooks_dir_edits
 from collector.deploy.http_plugin import http_plugin_edits
 from collector.deploy.model import DeployError, NotImplementedKind
-from collector.deploy.strategies import (
-    FileEdit,
-    SettingsHooksJson,
-    SettingsHooksToml,
-    TomlNotify,
-    dropin_edits,
-    plugin_inject_edits,
-)
+from collector.deploy.plugin_files import dropin_edits, plugin_inject_edits
+from collector.deploy.settings_hooks import SettingsHooksJson, SettingsHooksToml
+from collector.deploy.toml_notify import TomlNotify
 from collector.paths import Paths
 from collector.registry import Plugin, PluginConfigError, Registry, UnknownKind
 

@@ -9,7 +9,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from collector.deploy import codex_trust
+from collector.deploy.codex_trust import PLUGIN as CODEX_TRUST
 from collector.deploy.model import TrustResult
 from collector.paths import Paths
 from collector.registry import Registry
@@ -20,4 +20,4 @@ TrustStoreBuilder = Callable[[dict[str, Any], Paths], TrustCheck]  # (the integr
 
 @cache
 def trust_stores() -> Registry[TrustStoreBuilder]:
-    return Registry("trust store", [codex_trust.PLUGIN], group="agent_collector.trust_stores")
+    return Registry("trust store", [CODEX_TRUST], group="agent_collector.trust_stores")

@@ -3,11 +3,9 @@ closed, error.
 
 A session's state is a *base* status (what the last lifecycle event said) plus a set of open *waits*
 (permission requests, questions to the user, elicitations), each keyed by the identity of the thing
-that waits (the tool call id; for a permission request, which carries no id in Claude Code, the id of
-the matching PreToolUse). The visible status is ``closed`` when closed, else ``waiting_for_input``
-while any wait is open, else the base status. A wait is cleared only by the result that matches it,
-so a parallel tool finishing cannot hide a pending wait; the turn's end (Stop, a new prompt, the
-session's end) clears them all, because the agent cannot be waiting any more.
+that waits. The visible status is ``closed`` when closed, else ``waiting_for_input`` while any wait is
+open, else the base status (:mod:`~collector.pipeline.status_state`). What each hook event does to the
+state is an action (:mod:`~collector.pipeline.status_actions`).
 
 Which hook event does what is data: each agent definition's ``status`` section, read into
 :class:`~collector.pipeline.status_rules.AgentStatusRules` and handed to the tracker keyed by agent id
@@ -20,214 +18,38 @@ picture for ``/v1/sessions``.
 
 from __future__ import annotations
 
-import math
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
-from collector.model.entry import AgentActivityEntry, event_id, hook_call_key
+from collector.model.entry import AgentActivityEntry, event_id
 from collector.model.raw import RawRecord
-from collector.pipeline.boundary import valid_time
 from collector.pipeline.content_policy import ContentPolicy
+from collector.pipeline.local_days import LocalDays
 from collector.pipeline.session_cache import SessionCache
-from collector.pipeline.status_rules import (
-    ACTIVITY,
-    ASK,
-    BLOCKED,
-    ELICIT,
-    END,
-    FAIL,
-    IGNORE,
-    PERMISSION,
-    PROMPT,
-    RESOLVE,
-    RESOLVE_ELICIT,
-    SETTLE,
-    START,
-    AgentStatusRules,
-    When,
+from collector.pipeline.status_actions import ACTIONS
+from collector.pipeline.status_rules import IGNORE, START, AgentStatusRules, When
+from collector.pipeline.status_signal import (
+    CONTEXT_FIELDS,
+    ENTRY_FIELDS,
+    Signal,
+    first_value,
+    hook_time_ns,
+    payload_id,
 )
-from collector.util.epoch import epoch_number_to_ns
+from collector.pipeline.status_state import (
+    CLOSED,
+    IDLE,
+    STATUSES,
+    Counters,
+    SessionState,
+    decode_state,
+    dump_state,
+    session_key,
+)
 
-IDLE = "idle"
-RUNNING = "running"
-WAITING = "waiting_for_input"
-READY = "ready_for_review"
-CLOSED = "closed"
-ERROR = "error"
-STATUSES = (IDLE, RUNNING, WAITING, READY, CLOSED, ERROR)
-
-# Entry fields that carry the same facts, for entries built by the agent parsers.
-ENTRY_FIELDS: dict[str, tuple[str, ...]] = {
-    "session_id": ("gen_ai.session.id",),
-    "tool_name": ("gen_ai.tool.name",),
-    "tool_call_id": ("gen_ai.tool.call.id",),
-    "tool_args_digest": ("gen_ai.tool.call.arguments.hmac",),
-    "tool_input": ("gen_ai.tool.call.arguments",),
-    "source": ("session.source",),
-    "notification_type": ("notification.type",),
-    "elicitation_id": ("elicitation.id",),
-    "mcp_server": ("gen_ai.mcp.server.name", "mcp.server.name"),
-    "wait_id": ("permission.id",),
-    "state": ("agent.status",),
-    "workspace": ("workspace.path",),
-    "subagent_id": ("gen_ai.agent.id",),
-}
-
-# Copied from the triggering entry onto the session.status entry.
-CONTEXT_FIELDS = ("user.id", "host.name", "workspace.path", "gen_ai.turn.id", "source.kind",
-                  "gen_ai.agent.scope")
-
-_MAX_RECENT_TOOLS = 64  # PreToolUse calls remembered per session to pair permission requests
-_MAX_COUNTED_IDS = 4096  # tool call / event ids remembered per session so replays do not count twice
 NEVER = 2**62  # the due time of an open session whose agent has no idle timeout
 LIVE_DEFAULT_NS = 1800 * 10**9  # "live" for an agent with no idle timeout: activity within 30 min
-
-
-@dataclass(frozen=True, slots=True)
-class Signal:
-    """The facts of one hook event that matter for status."""
-
-    agent: str
-    session_id: str
-    hook_event: str
-    trigger_id: str
-    time_ns: int
-    observed_ns: int
-    facts: Mapping[str, Any]
-    context: Mapping[str, Any] = field(default_factory=dict)
-
-    def get(self, name: str) -> str | None:
-        value = self.facts.get(name)
-        return None if value is None else str(value)
-
-
-@dataclass(slots=True)
-class Wait:
-    kind: str
-    since_ns: int
-    tool_name: str | None = None
-
-    def to_dict(self, key: str) -> dict[str, Any]:
-        out: dict[str, Any] = {"key": key, "kind": self.kind, "since_unix_nano": self.since_ns}
-        if self.tool_name:
-            out["tool_name"] = self.tool_name
-        return out
-
-
-class _BoundedSet:
-    """Remembers the last ``cap`` keys (for dedupe of counters)."""
-
-    def __init__(self, cap: int) -> None:
-        self._items: OrderedDict[str, None] = OrderedDict()
-        self._cap = cap
-
-    def add(self, key: str) -> bool:
-        """True if ``key`` is new."""
-        if key in self._items:
-            return False
-        self._items[key] = None
-        if len(self._items) > self._cap:
-            self._items.popitem(last=False)
-        return True
-
-
-@dataclass(slots=True)
-class Counters:
-    day: str = ""
-    input_tokens: int = 0
-    output_tokens: int = 0
-    tool_calls: int = 0
-    errors: int = 0
-
-
-@dataclass(slots=True)
-class SessionState:
-    agent: str
-    session_id: str
-    base: str | None = None
-    status: str | None = None
-    status_since_ns: int = 0
-    last_event_ns: int = 0
-    last_signal_ns: int = 0
-    last_hook_event: str | None = None
-    workspace: str | None = None
-    model: str | None = None
-    waits: dict[str, Wait] = field(default_factory=dict)
-    recent_tools: OrderedDict[str, str] = field(default_factory=OrderedDict)  # fingerprint -> call id
-    counters: Counters = field(default_factory=Counters)
-    counted: _BoundedSet = field(default_factory=lambda: _BoundedSet(_MAX_COUNTED_IDS))
-
-    def visible(self) -> str | None:
-        if self.base == CLOSED:
-            return CLOSED
-        if self.waits:
-            return WAITING
-        return self.base
-
-
-def _walk(payload: Mapping[str, Any], dotted: str) -> Any:
-    node: Any = payload
-    for part in dotted.split("."):
-        if not isinstance(node, Mapping):
-            return None
-        node = node.get(part)
-    return node
-
-
-def _first(source: Mapping[str, Any], paths: Iterable[str], walk: bool) -> Any:
-    for path in paths:
-        value = _walk(source, path) if walk else source.get(path)
-        if value is not None:
-            return value
-    return None
-
-
-def _fingerprint(tool_name: str | None, facts: Mapping[str, Any]) -> str:
-    return f"{tool_name or ''}\x1f{facts.get('tool_args_digest') or ''}"
-
-
-def _payload_id(agent: str, event: str, payload: Mapping[str, Any], time_ns: int) -> str:
-    """The identity of a hook call: its payload and time (as the parsers' hook-only entries)."""
-    return event_id(agent, event, hook_call_key(payload, time_ns))
-
-
-def _hook_time_ns(value: Any, observed_ns: int) -> int:
-    """The envelope's ``ts`` (seconds, or ms/us/ns told by size) if it is a plausible time, else the
-    observed time: a wrong clock or unit must not reach the saved session state."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
-        ns = epoch_number_to_ns(value)
-        if ns is not None and valid_time(ns, observed_ns):
-            return ns
-    return observed_ns
-
-
-def _day(time_ns: int) -> str:
-    return time.strftime("%Y-%m-%d", time.localtime(time_ns / 1e9))
-
-
-class _LocalDays:
-    """:func:`_day`, remembered per minute (one strftime per entry was a tenth of the tracker's time): a
-    minute is remembered when its first and last second fall on the same local day, so the answer is
-    always the one :func:`_day` gives."""
-
-    def __init__(self, cap: int = 4096) -> None:
-        self._minutes: dict[int, str] = {}
-        self._cap = cap
-
-    def __call__(self, time_ns: int) -> str:
-        second = math.floor(time_ns / 1e9)  # the second time.localtime takes of the same float
-        day = self._minutes.get(second // 60)
-        if day is None:
-            day = _day(time_ns)
-            first = second - second % 60
-            if _day(first * 1_000_000_000) == _day((first + 59) * 1_000_000_000):
-                if len(self._minutes) >= self._cap:
-                    self._minutes.clear()
-                self._minutes[second // 60] = day
-        return day
 
 
 class SessionStatusTracker:
@@ -244,10 +66,10 @@ class SessionStatusTracker:
         # the keyed digest of the content policy, so a hook's raw tool input pairs with an entry's .hmac
         self._digest = digest if digest is not None else ContentPolicy.ephemeral().digest_value
         self._sessions: SessionCache[SessionState] = SessionCache(max_sessions, None if load is None else
-                                                                  lambda key: _decode(load(key)))
+                                                                  lambda key: decode_state(load(key)))
         self._due = due
         self._idle_ns = idle_ns
-        self._day_of = day_of if day_of is not None else _LocalDays()
+        self._day_of = day_of if day_of is not None else LocalDays()
         self._last_record: tuple[str, str] | None = None
 
     # -- input -------------------------------------------------------------------------------------
@@ -284,8 +106,8 @@ class SessionStatusTracker:
         event = data.get("event") or payload.get("hook_event_name")
         if not isinstance(event, str) or not event:
             return []
-        time_ns = _hook_time_ns(data.get("ts"), record.observed_ns)
-        return self.observe_hook(record.agent, event, payload, _payload_id(record.agent, event, payload, time_ns),
+        time_ns = hook_time_ns(data.get("ts"), record.observed_ns)
+        return self.observe_hook(record.agent, event, payload, payload_id(record.agent, event, payload, time_ns),
                                  time_ns, record.observed_ns)
 
     def _count_entry(self, entry: Mapping[str, Any]) -> None:
@@ -303,7 +125,7 @@ class SessionStatusTracker:
         hook_event = entry.get("agent.hook_event_name")
         if not isinstance(hook_event, str):
             return []
-        facts = self._with_digest({name: _first(entry, paths, walk=False) for name, paths in ENTRY_FIELDS.items()})
+        facts = self._with_digest({name: first_value(entry, paths, walk=False) for name, paths in ENTRY_FIELDS.items()})
         time_ns = int(entry.get("time_unix_nano") or 0)
         signal = Signal(
             agent=agent,
@@ -323,7 +145,8 @@ class SessionStatusTracker:
         rules = self._rules.get(agent)
         if rules is None:
             return []
-        facts = self._with_digest({name: _first(payload, p, walk=True) for name, p in rules.payload_fields.items()})
+        fields = rules.payload_fields.items()
+        facts = self._with_digest({name: first_value(payload, p, walk=True) for name, p in fields})
         session_id = facts.get("session_id")
         if not session_id:
             return []
@@ -358,7 +181,7 @@ class SessionStatusTracker:
         if action == START and signal.time_ns < state.last_signal_ns:
             return []  # a session start that arrives after later events (another spool file) changes nothing
         state.last_signal_ns = max(state.last_signal_ns, signal.time_ns)
-        _ACTIONS[action](state, signal)
+        ACTIONS[action](state, signal)
         return self._emit(state, signal)
 
     def _emit(self, state: SessionState, signal: Signal) -> list[dict[str, Any]]:
@@ -422,7 +245,7 @@ class SessionStatusTracker:
     # -- state -------------------------------------------------------------------------------------
 
     def _state(self, agent: str, session_id: str) -> SessionState:
-        key = _key(agent, session_id)
+        key = session_key(agent, session_id)
         state = self._sessions.get(key)
         if state is None:
             state = SessionState(agent, session_id)
@@ -475,12 +298,12 @@ class SessionStatusTracker:
             state.base = CLOSED
             state.waits.clear()
             out.extend(self._emit(state, Signal(state.agent, state.session_id, "IdleTimeout", end.id, at, now_ns, {})))
-            self._sessions.put(_key(state.agent, state.session_id), state)  # to be saved closed
+            self._sessions.put(session_key(state.agent, state.session_id), state)  # to be saved closed
         return out
 
     def open_sessions(self) -> list[dict[str, Any]]:
         """The sessions in memory not closed yet, as JSON."""
-        return [_dump_state(s) for _, s in self._sessions.items() if s.base != CLOSED]
+        return [dump_state(s) for _, s in self._sessions.items() if s.base != CLOSED]
 
     def changes(self) -> list[tuple[str, dict[str, Any], int, int | None]]:
         """(key, state, last activity, due time) of every session changed since the last call, to be saved
@@ -488,7 +311,7 @@ class SessionStatusTracker:
         out = []
         for key, state in self._sessions.drain():
             last = max(state.last_event_ns, state.last_signal_ns)
-            out.append((key, _dump_state(state), last, self._due_at(state, last)))
+            out.append((key, dump_state(state), last, self._due_at(state, last)))
         return out
 
     def _due_at(self, state: SessionState, last: int) -> int | None:
@@ -501,12 +324,12 @@ class SessionStatusTracker:
         """Take back saved sessions (a list of states, least recently active first; an unreadable item is
         skipped); they are saved again with the next commit."""
         for raw in saved if isinstance(saved, list) else []:
-            state = _decode(raw)
+            state = decode_state(raw)
             if state is not None:
-                self._sessions.put(_key(state.agent, state.session_id), state)
+                self._sessions.put(session_key(state.agent, state.session_id), state)
 
     def status_of(self, agent: str, session_id: str) -> str | None:
-        key = _key(agent, session_id)
+        key = session_key(agent, session_id)
         state = self._sessions.get(key) if key in self._sessions else None
         return state.status if state else None
 
@@ -550,145 +373,6 @@ class SessionStatusTracker:
             if state.status:
                 counts[state.status] += 1
         return counts
-
-
-# -- actions -----------------------------------------------------------------------------------------
-
-def _start(state: SessionState, signal: Signal) -> None:
-    if signal.get("source") == "compact" and state.base is not None:
-        return  # a compaction restart keeps the state
-    state.base = IDLE
-    state.waits.clear()
-
-
-def _prompt(state: SessionState, signal: Signal) -> None:
-    state.base = RUNNING
-    state.waits.clear()
-
-
-def _activity(state: SessionState, signal: Signal) -> None:
-    if state.base != CLOSED:
-        state.base = RUNNING
-    call_id = signal.get("tool_call_id")
-    if call_id:
-        fingerprint = _fingerprint(signal.get("tool_name"), signal.facts)
-        state.recent_tools[fingerprint] = call_id
-        state.recent_tools.move_to_end(fingerprint)
-        while len(state.recent_tools) > _MAX_RECENT_TOOLS:
-            state.recent_tools.popitem(last=False)
-
-
-def _ask(state: SessionState, signal: Signal) -> None:
-    _activity(state, signal)
-    key = signal.get("tool_call_id") or f"ask:{signal.trigger_id}"
-    state.waits[key] = Wait("question", signal.time_ns, signal.get("tool_name"))
-
-
-def _permission(state: SessionState, signal: Signal) -> None:
-    if state.base != CLOSED:
-        state.base = RUNNING
-    key = signal.get("wait_id") or signal.get("tool_call_id")
-    if key is None:  # Claude Code's PermissionRequest has no id: pair it with its PreToolUse
-        fingerprint = _fingerprint(signal.get("tool_name"), signal.facts)
-        key = state.recent_tools.get(fingerprint) or f"permission:{fingerprint}"
-    state.waits[key] = Wait("permission", signal.time_ns, signal.get("tool_name"))
-
-
-def _elicit(state: SessionState, signal: Signal) -> None:
-    if state.base != CLOSED:
-        state.base = RUNNING
-    state.waits[_elicitation_key(signal)] = Wait("elicitation", signal.time_ns)
-
-
-def _elicitation_key(signal: Signal) -> str:
-    return f"elicitation:{signal.get('elicitation_id') or signal.get('mcp_server') or ''}"
-
-
-def _blocked(state: SessionState, signal: Signal) -> None:
-    # A notification only tells that the agent is blocked; when a keyed wait is already open it
-    # adds nothing, otherwise it stands in until the next tool result or turn boundary.
-    if not state.waits:
-        state.waits[f"notification:{signal.get('notification_type')}"] = Wait("notification", signal.time_ns)
-
-
-def _resolve(state: SessionState, signal: Signal) -> None:
-    if state.base != CLOSED:
-        state.base = RUNNING
-    keys = {signal.get("wait_id"), signal.get("tool_call_id")}
-    fingerprint = _fingerprint(signal.get("tool_name"), signal.facts)
-    keys.add(f"permission:{fingerprint}")
-    for key in [k for k in state.waits if k in keys or state.waits[k].kind == "notification"]:
-        del state.waits[key]
-    if signal.get("tool_call_id"):
-        for fp in [fp for fp, cid in state.recent_tools.items() if cid == signal.get("tool_call_id")]:
-            del state.recent_tools[fp]
-
-
-def _resolve_elicit(state: SessionState, signal: Signal) -> None:
-    if state.base != CLOSED:
-        state.base = RUNNING
-    state.waits.pop(_elicitation_key(signal), None)
-
-
-def _end_turn(status: str) -> Callable[[SessionState, Signal], None]:
-    def apply(state: SessionState, signal: Signal) -> None:
-        state.base = status
-        state.waits.clear()
-        state.recent_tools.clear()
-
-    return apply
-
-
-_ACTIONS: dict[str, Callable[[SessionState, Signal], None]] = {
-    START: _start,
-    PROMPT: _prompt,
-    ACTIVITY: _activity,
-    ASK: _ask,
-    PERMISSION: _permission,
-    ELICIT: _elicit,
-    BLOCKED: _blocked,
-    RESOLVE: _resolve,
-    RESOLVE_ELICIT: _resolve_elicit,
-    SETTLE: _end_turn(READY),
-    FAIL: _end_turn(ERROR),
-    END: _end_turn(CLOSED),
-}
-
-
-_STATE_FIELDS = ("agent", "session_id", "base", "status", "status_since_ns", "last_event_ns", "last_signal_ns",
-                 "last_hook_event", "workspace", "model")
-
-
-def _dump_state(state: SessionState) -> dict[str, Any]:
-    out: dict[str, Any] = {k: getattr(state, k) for k in _STATE_FIELDS}
-    out["waits"] = {k: [w.kind, w.since_ns, w.tool_name] for k, w in state.waits.items()}
-    out["recent_tools"] = list(state.recent_tools.items())
-    c = state.counters
-    out["counters"] = [c.day, c.input_tokens, c.output_tokens, c.tool_calls, c.errors]
-    return out
-
-
-def _key(agent: str, session_id: str) -> str:
-    return f"{agent}\x1f{session_id}"
-
-
-def _decode(raw: Any) -> SessionState | None:
-    try:
-        return _load_state(raw)
-    except (KeyError, TypeError, ValueError, AttributeError):
-        return None
-
-
-def _load_state(raw: Mapping[str, Any]) -> SessionState:
-    state = SessionState(**{k: raw[k] for k in _STATE_FIELDS})
-    if not (isinstance(state.agent, str) and isinstance(state.session_id, str)):
-        raise TypeError("agent and session id must be strings")
-    for key, (kind, since, tool) in dict(raw.get("waits") or {}).items():
-        state.waits[str(key)] = Wait(str(kind), int(since), tool)
-    state.recent_tools.update((str(k), str(v)) for k, v in raw.get("recent_tools") or [])
-    day, tokens_in, tokens_out, tools, errors = raw.get("counters") or ["", 0, 0, 0, 0]
-    state.counters = Counters(str(day), int(tokens_in), int(tokens_out), int(tools), int(errors))
-    return state
 
 
 def _lots(due: Iterable[tuple[str, Any]], handled: set[str], size: int | None) -> Iterator[list[str]]:
