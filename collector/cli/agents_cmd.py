@@ -30,7 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _register_extra(sub: argparse._SubParsersAction) -> None:
-    from collector.cli import deploy_cmd  # enable / disable live with install / uninstall
+    import collector.cli.deploy_cmd as deploy_cmd  # enable / disable live with install / uninstall
 
     deploy_cmd.register_agent_subcommands(sub)
 

@@ -16,8 +16,8 @@ from typing import Any
 
 from opentelemetry.sdk.resources import Resource
 
+import collector.exporters.otlp_wire as wire
 from collector import __version__
-from collector.exporters import otlp_wire as wire
 from collector.exporters.base import PoisonSink, no_sink
 
 SCOPE_NAME = "agent-collector"

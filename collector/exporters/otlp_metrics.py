@@ -37,7 +37,7 @@ from typing import Any
 
 from opentelemetry.sdk.resources import Resource
 
-from collector.exporters import otlp_wire as wire
+import collector.exporters.otlp_wire as wire
 from collector.exporters.base import Entry
 from collector.exporters.otlp_common import SCOPE, PoisonSink, ResourceCache, no_sink
 from collector.exporters.otlp_logs import reason

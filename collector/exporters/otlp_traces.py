@@ -20,7 +20,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from collector.exporters import otlp_wire as wire
+import collector.exporters.otlp_wire as wire
 from collector.exporters.base import Entry, ExportError
 from collector.exporters.otlp_common import SCOPE, PoisonSink, ResourceCache, no_sink
 from collector.exporters.otlp_logs import reason

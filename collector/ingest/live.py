@@ -13,8 +13,8 @@ from typing import Any
 
 import orjson
 
+import collector.ingest.port_moves as port_moves
 from collector.config import Config
-from collector.ingest import port_moves
 from collector.ingest.envelope import to_envelope
 from collector.ingest.owner import listener_uid
 from collector.ingest.relay import SpoolRelay, SpoolWriteFailed

@@ -12,10 +12,12 @@ import logging
 from functools import cache
 from typing import Any
 
+import collector.sources.commands as commands
+import collector.sources.json_documents as json_documents
+import collector.sources.sqlite_rows as sqlite_rows
 from collector.definitions import AgentDefinition
 from collector.definitions.schema import kind_schema
 from collector.registry import Plugin, PluginConfigError, Registry, UnknownKind
-from collector.sources import commands, json_documents, sqlite_rows
 from collector.sources.base import Source
 from collector.sources.context import BuildContext, SourceBuilder
 from collector.sources.jsonl_files import JsonlFiles

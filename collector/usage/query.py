@@ -17,7 +17,7 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
-from collector.usage import rollup
+import collector.usage.rollup as rollup
 from collector.usage.prices import PriceTable
 from collector.usage.rollup import SLOT_NS
 

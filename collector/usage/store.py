@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from collector.usage import rollup
+import collector.usage.rollup as rollup
 from collector.util.private import create_private, private_dir
 
 SCHEMA_VERSION = 4  # 2: ``events`` is a rowid table (appended in arrival order); 3: unique by an integer key;
