@@ -203,13 +203,13 @@ def test_without_file_events_every_poll_reads_every_file_and_with_them_only_the_
 
     try:
         asyncio.run(service._cycle())  # the first cycle reads everything
-        assert source.stats.records == 60 and not service._changes.watching
+        assert source.stats.records == 60 and not service._files.changes.watching
         assert append_and_cycle() == 62  # no file events: the poll reads every file
-        service._changes.watch(True)
+        service._files.changes.watch(True)
         asyncio.run(service._cycle())  # the watch came up: one cycle reads everything
-        service._swept_at = time.monotonic()  # a sweep just ran; this change's event was lost
+        service._files.swept_at = time.monotonic()  # a sweep just ran; this change's event was lost
         assert append_and_cycle() == 62
-        service._swept_at -= 5  # the poll interval passed: the sweep (rescan_s = the interval: all files)
+        service._files.swept_at -= 5  # the poll interval passed: the sweep (rescan_s = the interval: all files)
         asyncio.run(service._cycle())
         assert source.stats.records == 64
     finally:

@@ -105,7 +105,7 @@ def test_status_json_is_rewritten_only_when_it_changed(tmp_path: Path) -> None:
         status = paths.state_dir / "status.json"
         first = status.stat().st_ino
         for _ in range(3):
-            service._status_at -= 10  # as if the once-a-second limit had passed
+            service._status_file.at -= 10  # as if the once-a-second limit had passed
             asyncio.run(service.collect_once())
         assert status.stat().st_ino == first  # an atomic rewrite would be a new file
     finally:

@@ -235,7 +235,7 @@ def test_a_hook_that_opened_the_file_before_the_rename_loses_nothing(tmp_path: P
 def test_the_default_grace_is_short(tmp_path: Path) -> None:
     """Issue 22 item 6 / 23 item 8: raw payloads leave the spool within about a minute of their commit
     (housekeeping runs every HOUSEKEEP_EVERY_S), not ten."""
-    from collector.service import HOUSEKEEP_EVERY_S
+    from collector.housekeeping import HOUSEKEEP_EVERY_S
 
     config = load_config(tmp_path / "absent.toml", env={})
     assert config.retention.spool_grace_s == 60.0

@@ -23,7 +23,7 @@ def test_a_failed_startup_releases_the_lock(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setattr(broken, "_build_exporters", fail)
     with pytest.raises(RuntimeError):
         broken.startup()
-    assert broken._lock_fd is None and broken._store is None
+    assert broken._lock.fd is None and broken._store is None
     again = Service(paths, config)  # the same process starts it again: not "already running"
     again.startup()
     again.shutdown()

@@ -115,14 +115,14 @@ def test_every_evicted_session_gets_its_idle_end_past_one_page(tmp_path: Path, m
     """With one session in memory, a page of one and a lot of one, the sessions waiting in the store are
     still all closed by the idle rule at the end of ``collect --once``: the same entries as each agent
     alone."""
-    from collector import service
+    from collector import idle_rule
     from collector.state import checkpoints
 
     alone: dict[str, list[tuple[Any, ...]]] = {}
     for agent in AGENTS:
         alone.update(_by_agent(_home(tmp_path / agent, (agent,), "")))
     monkeypatch.setattr(checkpoints, "DUE_PAGE", 1)
-    monkeypatch.setattr(service, "IDLE_LOT", 1)
+    monkeypatch.setattr(idle_rule, "IDLE_LOT", 1)
     mixed = _by_agent(_home(tmp_path / "mixed", AGENTS, "[collector]\nsessions_in_memory = 1\n"))
     for agent in AGENTS:
         assert mixed[agent] == alone[agent], agent
