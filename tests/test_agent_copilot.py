@@ -11,8 +11,8 @@ from support import builtin_tracker
 from collector.agents import copilot
 from collector.definitions import load_definitions
 from collector.model import RawRecord
-from collector.pipeline.field_types import FieldTypes
 from collector.model.entry import UNREADABLE
+from collector.pipeline.field_types import FieldTypes
 
 AGENT = "copilot"
 
@@ -67,7 +67,7 @@ def test_bad_lines_give_nothing_and_do_not_raise() -> None:
         assert [e for e in made if e.name != UNREADABLE] == []
         reasons += problems + [e.attributes["reason"] for e in made if e.name == UNREADABLE]
     assert reasons == ["type is a number, not a string", "data is a string, not an object",
-                       "user message content is a number, not a string"], \
+                       "user message content is a number, not a string", "data.usage is a list, not an object"], \
         "a wrong-typed kind or body is counted (pipeline.unreadable), not dropped silently"
     odd = {"type": "tool.execution_complete", "id": "x", "timestamp": "nope",
            "data": {"toolCallId": "c", "success": False, "error": {"message": "denied"}}}

@@ -11,18 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from collector.agents.common import (
-    HookEnvelope,
-    HookHandler,
-    as_int,
-    dispatch_hook,
-    hook_entry,
-    iso_to_ns,
-    native_entry,
-    no_entry,
-    text_message,
-    usage_excluding_cache,
-)
+from collector.agents.common import HookEnvelope, as_int, iso_to_ns, native_entry, text_message, usage_excluding_cache
+from collector.agents.families.claude_hooks import Dialect, HookProtocol
 from collector.model import AgentActivityEntry, RawRecord
 
 
@@ -45,49 +35,12 @@ def parse(record: RawRecord) -> list[AgentActivityEntry]:
 # ---------------------------------------------------------------------------------------------- hooks
 
 
-def _parse_hook(record: RawRecord) -> list[AgentActivityEntry]:
-    entries = dispatch_hook(record, _HOOKS)
-    payload = record.data.get("payload")
-    agent_id = payload.get("agent_id") if isinstance(payload, dict) else None
-    if isinstance(agent_id, str) and agent_id:  # the event happened inside a subagent
-        for entry in entries:
-            entry.attributes.setdefault("gen_ai.agent.scope", "subagent")
-            entry.attributes.setdefault("gen_ai.agent.id", agent_id)
-    return entries
-
-
-def _session_start(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
-    attrs = {"session.source": hook.get("source"), "agent.model": hook.get("model")}
-    return [hook_entry(record, hook, "session.start", session, attributes=attrs)]
-
-
-def _session_end(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
-    return [hook_entry(record, hook, "session.end", session, attributes={"session.reason": hook.get("reason")})]
-
-
-def _prompt(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
-    prompt_id = hook.get("prompt_id")
-    text = str(hook.get("prompt", ""))
-    attrs = {
-        "gen_ai.turn.id": prompt_id,
-        "gen_ai.input.messages": text_message("user", text),
-        "prompt.origin": "task-notification" if text.startswith("<task-notification>") else "user",
-    }
-    return [hook_entry(record, hook, "user.prompt", session, prompt_id, attrs)]
-
-
 SUBAGENT_TOOLS = frozenset({"Agent", "Task"})
 
 
-def _tool_attrs(hook: HookEnvelope) -> dict[str, Any]:
-    name = hook.get("tool_name")
-    return {
-        "gen_ai.turn.id": hook.get("prompt_id"),
-        "gen_ai.tool.name": name,
-        "gen_ai.tool.type": "agent" if name in SUBAGENT_TOOLS else None,
-        "gen_ai.tool.call.id": hook.get("tool_use_id"),
-        "gen_ai.tool.call.arguments": hook.get("tool_input"),
-    }
+def _prompt_origin(text: str) -> str:
+    """A prompt Claude sends itself when a background task finished is no user's."""
+    return "task-notification" if text.startswith("<task-notification>") else "user"
 
 
 def _subagent_of(response: Any) -> str | None:
@@ -97,58 +50,26 @@ def _subagent_of(response: Any) -> str | None:
     return None
 
 
-def _pre_tool(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
-    return [hook_entry(record, hook, "tool.call", session, hook.get("tool_use_id"), _tool_attrs(hook))]
+def _success(hook: HookEnvelope) -> dict[str, Any]:
+    response = hook.get("tool_response")
+    return {"tool.result.status": "success", "gen_ai.tool.call.result": response,
+            "gen_ai.subagent.id": _subagent_of(response)}
 
 
-def _post_tool(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
-    attrs = _tool_attrs(hook)
-    attrs["duration_ms"] = hook.get("duration_ms")
-    if hook.event == "PostToolUseFailure":
-        attrs["tool.result.status"] = "cancelled" if hook.get("is_interrupt") else "error"
-        attrs["error.type"] = "interrupted" if hook.get("is_interrupt") else "tool_error"
-        attrs["error.message"] = hook.get("error")
-    else:
-        attrs["tool.result.status"] = "success"
-        attrs["gen_ai.tool.call.result"] = hook.get("tool_response")
-        attrs["gen_ai.subagent.id"] = _subagent_of(hook.get("tool_response"))
-    return [hook_entry(record, hook, "tool.result", session, hook.get("tool_use_id"), attrs)]
+# the protocol's origin: every other default of the dialect is Claude Code's way
+_HOOKS = HookProtocol(Dialect(success=_success, prompt_origin=_prompt_origin, agent_tools=SUBAGENT_TOOLS))
 
 
-def _permission(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
-    attrs = _tool_attrs(hook)
-    attrs["tool.approve.decision"] = "deny" if hook.event == "PermissionDenied" else "ask"
-    return [hook_entry(record, hook, "tool.approve", session, attributes=attrs)]
+def _parse_hook(record: RawRecord) -> list[AgentActivityEntry]:
+    entries = _HOOKS.parse(record)
+    payload = record.data.get("payload")
+    agent_id = payload.get("agent_id") if isinstance(payload, dict) else None
+    if isinstance(agent_id, str) and agent_id:  # the event happened inside a subagent
+        for entry in entries:
+            entry.attributes.setdefault("gen_ai.agent.scope", "subagent")
+            entry.attributes.setdefault("gen_ai.agent.id", agent_id)
+    return entries
 
-
-def _subagent(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
-    name = "subagent.start" if hook.event == "SubagentStart" else "subagent.end"
-    attrs = {
-        "gen_ai.agent.scope": "subagent",
-        "gen_ai.subagent.type": hook.get("agent_type"),
-        "gen_ai.agent.id": hook.get("agent_id"),
-        "gen_ai.subagent.parent_tool_call.id": hook.get("tool_use_id"),
-    }
-    return [hook_entry(record, hook, name, session, attributes=attrs)]
-
-
-
-_HOOKS: dict[str, HookHandler] = {
-    "SessionStart": _session_start,
-    "SessionEnd": _session_end,
-    "UserPromptSubmit": _prompt,
-    "PreToolUse": _pre_tool,
-    "PostToolUse": _post_tool,
-    "PostToolUseFailure": _post_tool,
-    "PermissionRequest": _permission,
-    "PermissionDenied": _permission,
-    "SubagentStart": _subagent,
-    "SubagentStop": _subagent,
-    "PreCompact": no_entry,  # the transcript's compact_boundary is the compaction entry
-    "StopFailure": no_entry,
-    "Stop": no_entry,
-    "Notification": no_entry,
-}
 
 # ----------------------------------------------------------------------------------------- transcript
 

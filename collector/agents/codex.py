@@ -42,20 +42,16 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-import orjson
-
 from collector.agents.common import (
     HookEnvelope,
-    HookHandler,
     as_int,
-    dispatch_hook,
-    hook_entry,
     iso_to_ns,
+    json_or_value,
     native_entry,
-    no_entry,
     text_message,
     usage_attributes,
 )
+from collector.agents.families.claude_hooks import Dialect, HookProtocol, only_string
 from collector.agents.lookbehind import lines_before
 from collector.model import AgentActivityEntry, RawRecord
 
@@ -67,98 +63,47 @@ _ABORTED = re.compile(r"^aborted by user\s*$", re.MULTILINE)  # the output of a 
 def parse(record: RawRecord) -> list[AgentActivityEntry]:
     if record.kind == "transcript":
         return _parse_rollout(record)
-    return _parse_hook(record)
+    return _HOOKS.parse(record)
 
 
 # ---------------------------------------------------------------------------------------------- hooks
 
 
-def _parse_hook(record: RawRecord) -> list[AgentActivityEntry]:
-    return dispatch_hook(record, _HOOKS, ("session_id", "thread-id"))
+def _start_key(hook: HookEnvelope) -> str:
+    """A new thread's start is also in its rollout (session_meta): both get the id "startup". Every
+    resume sends the same payload (Codex adds no timestamp), so its id includes the receive time."""
+    return "startup" if hook.get("source") == "startup" else f"start:{hook.time_ns}"
 
 
-def _session_start(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
-    source = hook.get("source")
-    attrs = {"session.source": source, "agent.model": hook.get("model")}
-    # A new thread's start is also in its rollout (session_meta): both get the id "startup". Every
-    # resume sends the same payload (Codex adds no timestamp), so its id includes the receive time.
-    native = "startup" if source == "startup" else f"start:{hook.time_ns}"
-    return [hook_entry(record, hook, "session.start", session, native, attrs)]
+def _end_key(hook: HookEnvelope) -> str:
+    """A SessionEnd's id is its receive time: its payload is the same for every end of the session."""
+    return f"end:{hook.time_ns}"
 
 
-def _session_end(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
-    attrs = {"session.reason": hook.get("reason")}
-    return [hook_entry(record, hook, "session.end", session, f"end:{hook.time_ns}", attrs)]
+def _without_rollout(hook: HookEnvelope) -> bool:
+    """Tool hooks make entries only when the hook names no rollout: the rollout's function_call is the
+    tool.call, and it knows the exit status where the hook does not."""
+    return not hook.get("transcript_path")
 
 
-def _prompt(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
-    turn = hook.get("turn_id")
-    prompt = text_message("user", str(hook.get("prompt", "")))
-    attrs = {"gen_ai.turn.id": turn, "gen_ai.input.messages": prompt}
-    return [hook_entry(record, hook, "user.prompt", session, turn if isinstance(turn, str) else None, attrs)]
+def _success(hook: HookEnvelope) -> dict[str, Any]:
+    """PostToolUse fires for failed commands too: the hook cannot tell a success."""
+    return {"tool.result.status": "unknown", "gen_ai.tool.call.result": hook.get("tool_response")}
 
 
-def _has_rollout(hook: HookEnvelope) -> bool:
-    return bool(hook.get("transcript_path"))
+def _subagent(hook: HookEnvelope) -> dict[str, Any]:
+    """A sub-agent event of Codex: the sub-agent and its turn (``turn_id``)."""
+    return {"gen_ai.agent.scope": "subagent", "gen_ai.turn.id": hook.get("turn_id"),
+            "gen_ai.subagent.type": hook.get("agent_type"), "gen_ai.agent.id": hook.get("agent_id")}
 
 
-def _tool_attrs(hook: HookEnvelope) -> dict[str, Any]:
-    return {
-        "gen_ai.turn.id": hook.get("turn_id"),
-        "gen_ai.tool.name": hook.get("tool_name"),
-        "gen_ai.tool.call.id": hook.get("tool_use_id"),
-        "gen_ai.tool.call.arguments": hook.get("tool_input"),
-    }
-
-
-def _pre_tool(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
-    if _has_rollout(hook):
-        return []  # the rollout's function_call is the tool.call
-    return [hook_entry(record, hook, "tool.call", session, hook.get("tool_use_id"), _tool_attrs(hook))]
-
-
-def _post_tool(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
-    if _has_rollout(hook):
-        return []  # the rollout knows the exit status; this hook does not
-    attrs = _tool_attrs(hook)
-    attrs["tool.result.status"] = "unknown"  # PostToolUse fires for failed commands too
-    attrs["gen_ai.tool.call.result"] = hook.get("tool_response")
-    return [hook_entry(record, hook, "tool.result", session, hook.get("tool_use_id"), attrs)]
-
-
-def _permission(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
-    attrs = _tool_attrs(hook)
-    attrs["tool.approve.decision"] = "ask"
-    return [hook_entry(record, hook, "tool.approve", session, attributes=attrs)]
-
-
-def _subagent(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
-    name = "subagent.start" if hook.event == "SubagentStart" else "subagent.end"
-    attrs = {
-        "gen_ai.agent.scope": "subagent",
-        "gen_ai.turn.id": hook.get("turn_id"),
-        "gen_ai.subagent.type": hook.get("agent_type"),
-        "gen_ai.agent.id": hook.get("agent_id"),
-    }
-    return [hook_entry(record, hook, name, session, attributes=attrs)]
-
-
-
-_HOOKS: dict[str, HookHandler] = {
-    "SessionStart": _session_start,
-    "SessionEnd": _session_end,
-    "UserPromptSubmit": _prompt,
-    "PreToolUse": _pre_tool,
-    "PostToolUse": _post_tool,
-    "PermissionRequest": _permission,
-    "SubagentStart": _subagent,
-    "SubagentStop": _subagent,
-    "Stop": no_entry,
-    "notify": no_entry,
-    "Interrupt": no_entry,
-    "PreCompact": no_entry,
-    "PostCompact": no_entry,
-}
+_HOOKS = HookProtocol(Dialect(
+    success=_success, times_tools=False, describes_tool=_without_rollout, subagent=_subagent,
+    session_fields=("session_id", "thread-id"), turn_field="turn_id", prompt_key=only_string,
+    start_key=_start_key, end_key=_end_key,
+    silent=frozenset({"notify", "Interrupt"}),
+    lacks=frozenset({"PostToolUseFailure", "PermissionDenied"}),  # no failure or denial hook
+))
 
 # -------------------------------------------------------------------------------------------- rollout
 
@@ -219,6 +164,17 @@ class _Line:
             meta = self.payload.get("internal_chat_message_metadata_passthrough")
             turn = meta.get("turn_id") if isinstance(meta, dict) else None
         return turn if isinstance(turn, str) and turn else None
+
+
+Handler = Callable[[_Line], list[AgentActivityEntry]]
+
+
+def _of_call(handler: Callable[[_Line, str], list[AgentActivityEntry]]) -> Handler:
+    """A handler of a line about one tool call, given its ``call_id``: a line that names none makes nothing."""
+    def handle(line: _Line) -> list[AgentActivityEntry]:
+        call_id = _str(line.payload.get("call_id"))
+        return handler(line, call_id) if call_id else []
+    return handle
 
 
 def _session_meta(line: _Line) -> list[AgentActivityEntry]:
@@ -283,32 +239,27 @@ def _llm_response(line: _Line, last: Any, total: Any, extra: dict[str, Any]) -> 
 # -- response items --------------------------------------------------------------------------------------
 
 
-def _function_call(line: _Line) -> list[AgentActivityEntry]:
+@_of_call
+def _function_call(line: _Line, call_id: str) -> list[AgentActivityEntry]:
     p = line.payload
-    call_id = _str(p.get("call_id"))
-    if not call_id:
-        return []
     if p.get("type") == "custom_tool_call":
         arguments: Any = p.get("input")
     elif p.get("type") == "local_shell_call":
         arguments = p.get("action")
     else:
-        arguments = _json_or_text(p.get("arguments"))
+        arguments = json_or_value(p.get("arguments"))
     name = p.get("name") or ("local_shell" if p.get("type") == "local_shell_call" else None)
     attrs = {"gen_ai.turn.id": line.turn, "gen_ai.tool.name": name, "gen_ai.tool.call.id": call_id,
              "gen_ai.tool.call.arguments": arguments}
     return [line.entry("tool.call", call_id, attrs)]
 
 
-def _function_output(line: _Line) -> list[AgentActivityEntry]:
+@_of_call
+def _function_output(line: _Line, call_id: str) -> list[AgentActivityEntry]:
     """A tool's output as the model got it. For shell commands the CommandExecution item (or the older
     exec_command_end) comes first and wins; this is the result for every other tool, and the status it
     gives a shell command agrees with theirs (the output header holds the exit code)."""
-    p = line.payload
-    call_id = _str(p.get("call_id"))
-    if not call_id:
-        return []
-    output = p.get("output")
+    output = line.payload.get("output")
     if isinstance(output, str) and _ABORTED.search(output[:2000]):
         return [_interrupted(line, call_id, output, None, None)]
     exit_code = _exit_code_of(output)
@@ -335,7 +286,7 @@ def _exit_code_of(output: Any) -> int | None:
         match = _EXIT_IN_OUTPUT.search(output[:2000].split("\nOutput:", 1)[0])
         if match:
             return int(match.group(1))
-        decoded = _json_or_text(output)
+        decoded = json_or_value(output)
         if isinstance(decoded, dict):  # 0.2x-0.4x shell tool: {"output": ..., "metadata": {"exit_code": n}}
             meta = decoded.get("metadata")
             return as_int(meta.get("exit_code")) if isinstance(meta, dict) else None
@@ -404,22 +355,18 @@ def _prompt_entry(line: _Line, text: str, turn: str | None) -> list[AgentActivit
     return [line.entry("user.prompt", turn, attrs)]
 
 
-def _exec_end(line: _Line) -> list[AgentActivityEntry]:
+@_of_call
+def _exec_end(line: _Line, call_id: str) -> list[AgentActivityEntry]:
     p = line.payload
-    call_id = _str(p.get("call_id"))
-    if not call_id:
-        return []
     exit_code = as_int(p.get("exit_code"))
     output = p.get("aggregated_output") or p.get("formatted_output") or p.get("stdout")
     return [_tool_result(line, call_id, exit_code not in (None, 0), exit_code, output,
                          _duration_ms(p.get("duration")))]
 
 
-def _patch_end(line: _Line) -> list[AgentActivityEntry]:
+@_of_call
+def _patch_end(line: _Line, call_id: str) -> list[AgentActivityEntry]:
     p = line.payload
-    call_id = _str(p.get("call_id"))
-    if not call_id:
-        return []
     failed = p.get("success") is False
     return [_tool_result(line, call_id, failed, None, p.get("stderr") if failed else p.get("stdout"), None)]
 
@@ -434,7 +381,6 @@ def _compacted(line: _Line) -> list[AgentActivityEntry]:
     return [line.entry("compaction", f"compacted@{line.record.position}", {"gen_ai.turn.id": line.turn})]
 
 
-Handler = Callable[[_Line], list[AgentActivityEntry]]
 _RESPONSE_ITEMS: dict[str, Handler] = {
     "function_call": _function_call,
     "custom_tool_call": _function_call,
@@ -456,15 +402,6 @@ _EVENTS: dict[str, Handler] = {
 
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
-
-
-def _json_or_text(value: Any) -> Any:
-    if isinstance(value, str):
-        try:
-            return orjson.loads(value)
-        except orjson.JSONDecodeError:
-            return value
-    return value
 
 
 def _item_text(content: Any) -> str:

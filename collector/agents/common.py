@@ -6,6 +6,8 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
+
 from collector.model import AgentActivityEntry, RawRecord, event_id
 from collector.model.entry import UNREADABLE, hook_call_key
 from collector.model.entry import payload_digest as payload_digest  # re-exported for the parsers
@@ -185,6 +187,17 @@ def chat_response(model: Any, response_id: Any, finish_reason: Any, requested_mo
         "gen_ai.response.finish_reasons": [finish_reason] if isinstance(finish_reason, str) and finish_reason
         else None,
     }
+
+
+def json_or_value(value: Any) -> Any:
+    """A string that holds JSON (tool arguments, a serialised model request), decoded; any other value,
+    or a string that is not JSON, as it is."""
+    if isinstance(value, str):
+        try:
+            return orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return value
+    return value
 
 
 def as_int(value: Any) -> int | None:

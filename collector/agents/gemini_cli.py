@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 from typing import Any
 
 import orjson
@@ -47,6 +46,7 @@ from collector.agents.common import (
     hook_entry,
     hook_session,
     iso_to_ns,
+    json_or_value,
     native_entry,
     no_entry,
     payload_digest,
@@ -54,13 +54,19 @@ from collector.agents.common import (
     usage_attributes,
     wrong_types,
 )
+from collector.agents.families.gemini_chat import (
+    exit_code_in,
+    function_output,
+    object_parts,
+    text_of,
+    tool_call_attrs,
+)
 from collector.agents.gemini_links import SubagentFile, subagent_of
 from collector.agents.gemini_projects import project_of
 from collector.model import AgentActivityEntry, RawRecord
 from collector.sources.decode import loads
 
 HEADER_BYTES = 64 * 1024
-_EXIT_CODE = re.compile(r"^Exit Code:\s*(-?\d+)", re.MULTILINE | re.IGNORECASE)
 _FINAL = {"success": "success", "error": "error", "cancelled": "cancelled"}
 
 
@@ -113,11 +119,11 @@ def _prompt(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[
 
 
 def _after_model(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
-    response = _json_or_value(hook.get("llm_response"))
+    response = json_or_value(hook.get("llm_response"))
     usage = response.get("usageMetadata") if isinstance(response, dict) else None
     if not isinstance(usage, dict):
         return []
-    request = _json_or_value(hook.get("llm_request"))
+    request = json_or_value(hook.get("llm_request"))
     model = request.get("model") if isinstance(request, dict) else None
     attrs = {"gen_ai.operation.name": "chat", "gen_ai.request.model": model,
              **_usage(usage.get("promptTokenCount"), usage.get("candidatesTokenCount"),
@@ -142,7 +148,7 @@ def _after_tool(record: RawRecord, hook: HookEnvelope, session: str | None) -> l
     response = hook.get("tool_response")
     content = response.get("llmContent") if isinstance(response, dict) else response
     error = response.get("error") if isinstance(response, dict) else None
-    exit_code = _exit_code(content)
+    exit_code = exit_code_in(content)
     failed = bool(error) or exit_code not in (None, 0)
     attrs = _result_attrs(key, hook.get("tool_name"), failed, exit_code, content, error)
     return [hook_entry(record, hook, "tool.result", session, key, attrs)]
@@ -237,14 +243,14 @@ def _message(record: RawRecord, msg: dict[str, Any], session: str | None) -> lis
     if kind == "gemini":
         return _gemini(record, msg, msg_id, session, time_ns)
     if kind == "error":
-        attrs = {"error.type": "api_error", "error.message": _text(msg.get("content"))}
+        attrs = {"error.type": "api_error", "error.message": text_of(msg.get("content"))}
         return [native_entry(record, "error", time_ns, session, msg_id, attrs)]
     return []
 
 
 def _user(record: RawRecord, msg: dict[str, Any], msg_id: str, session: str | None,
           time_ns: int | None) -> list[AgentActivityEntry]:
-    text = _text(msg.get("content"))
+    text = text_of(msg.get("content"))
     if not text:  # a function response going back to the model, or content of a shape it never writes
         return _content_faults(record, msg.get("content"))
     if text.startswith("<session_context>"):
@@ -258,7 +264,7 @@ def _gemini(record: RawRecord, msg: dict[str, Any], msg_id: str, session: str | 
     entries: list[AgentActivityEntry] = []
     tokens = msg.get("tokens")
     if isinstance(tokens, dict):
-        text = _text(msg.get("content"))
+        text = text_of(msg.get("content"))
         attrs = {
             "gen_ai.operation.name": "chat",
             "gen_ai.request.model": msg.get("model"),
@@ -283,8 +289,7 @@ def _gemini(record: RawRecord, msg: dict[str, Any], msg_id: str, session: str | 
 def _tool_call(record: RawRecord, call: dict[str, Any], msg_id: str, session: str | None,
                time_ns: int | None) -> list[AgentActivityEntry]:
     call_id = call["id"]
-    attrs = {"gen_ai.tool.name": call.get("name"), "gen_ai.tool.call.id": call_id,
-             "gen_ai.tool.call.arguments": call.get("args"), "gen_ai.response.id": msg_id,
+    attrs = {**tool_call_attrs(call), "gen_ai.response.id": msg_id,
              "gen_ai.tool.type": "agent" if call.get("agentId") else None}
     entries = [native_entry(record, "tool.call", time_ns, session, call_id, attrs)]
     entries += _subagent_end(record, call, session, time_ns)
@@ -292,7 +297,7 @@ def _tool_call(record: RawRecord, call: dict[str, Any], msg_id: str, session: st
     if status is None:
         return entries  # still scheduled or running: the result comes with a later copy of the message
     output, error = _function_response(call.get("result"))
-    exit_code = _exit_code(output)
+    exit_code = exit_code_in(output)
     failed = status == "error" or bool(error) or exit_code not in (None, 0)
     result = _result_attrs(call_id, call.get("name"), failed, exit_code, output, error)
     if status == "cancelled":
@@ -305,11 +310,11 @@ def _tool_call(record: RawRecord, call: dict[str, Any], msg_id: str, session: st
 
 
 def _function_response(result: Any) -> tuple[Any, Any]:
-    """(output, error) from ``[{functionResponse: {response: {output | error}}}]``."""
-    for part in result if isinstance(result, list) else []:
-        response = part.get("functionResponse", {}).get("response") if isinstance(part, dict) else None
-        if isinstance(response, dict):
-            return response.get("output"), response.get("error")
+    """(output, error) of a tool call's ``result`` parts: the first function response that has them."""
+    for part in object_parts(result):
+        found = function_output(part.get("functionResponse", {}))  # one that is no object raises: quarantined
+        if found is not None:
+            return found
     return None, None
 
 
@@ -340,14 +345,6 @@ def _usage(inp: Any, out: Any, cached: Any, thoughts: Any) -> dict[str, Any]:
     return usage_attributes(as_int(inp), output, as_int(cached) or 0, 0, reasoning)
 
 
-def _exit_code(output: Any) -> int | None:
-    if isinstance(output, str):
-        match = _EXIT_CODE.search(output)
-        if match:
-            return int(match.group(1))
-    return None
-
-
 def _content_faults(record: RawRecord, content: Any) -> list[AgentActivityEntry]:
     """Markers for a message ``content`` that is neither text nor a list of parts (objects)."""
     if isinstance(content, list):
@@ -356,24 +353,6 @@ def _content_faults(record: RawRecord, content: Any) -> list[AgentActivityEntry]
             return wrong_types(record, {"content[]": odd}, {"content[]": dict}, "message ")
         return [m for part in content for m in wrong_types(record, part, {"text": str}, "message content ")]
     return wrong_types(record, {"content": content}, {"content": (str, list)}, "message ")
-
-
-def _text(content: Any) -> str | None:
-    if isinstance(content, str):
-        return content or None
-    if isinstance(content, list):
-        parts = [p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)]
-        return "\n".join(parts) if parts else None
-    return None
-
-
-def _json_or_value(value: Any) -> Any:
-    if isinstance(value, str):
-        try:
-            return orjson.loads(value)
-        except orjson.JSONDecodeError:
-            return value
-    return value
 
 
 def _dumps(value: Any) -> str | None:

@@ -30,112 +30,81 @@ from typing import Any
 
 from collector.agents.common import (
     HookEnvelope,
-    HookHandler,
     as_int,
-    dispatch_hook,
     hook_entry,
     iso_to_ns,
-    json_type,
     native_entry,
-    no_entry,
     text_message,
-    unreadable,
     usage_attributes,
     wrong_types,
+)
+from collector.agents.families.claude_hooks import Dialect, HookProtocol, text_or_none, tool_failure
+from collector.agents.families.gemini_chat import (
+    exit_code_in,
+    function_calls,
+    function_output,
+    function_responses,
+    message_parts,
+    text_of,
+    tool_call_attrs,
 )
 from collector.agents.lookbehind import lines_before
 from collector.model import AgentActivityEntry, RawRecord
 
-_EXIT_CODE = re.compile(r"^Exit Code:\s*(-?\d+)", re.MULTILINE)
+_EXIT_CODE = re.compile(r"^Exit Code:\s*(-?\d+)", re.MULTILINE)  # in Qwen's case only (the Gemini CLI's: any)
 
 
 def parse(record: RawRecord) -> list[AgentActivityEntry]:
     if record.kind == "transcript":
         return _parse_chat(record)
-    return _parse_hook(record)
+    return _HOOKS.parse(record)
 
 
 # ---------------------------------------------------------------------------------------------- hooks
 
 
-def _parse_hook(record: RawRecord) -> list[AgentActivityEntry]:
-    return dispatch_hook(record, _HOOKS)
-
-
-def _session_start(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
-    attrs = {"session.source": hook.get("source"), "agent.model": hook.get("model")}
-    return [hook_entry(record, hook, "session.start", session, attributes=attrs)]
-
-
-def _session_end(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
-    attrs = {"session.reason": hook.get("reason")}
-    return [hook_entry(record, hook, "session.end", session, attributes=attrs)]
-
-
-def _prompt(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
-    prompt = hook.get("prompt")
-    if not isinstance(prompt, str) or not prompt:
-        return []  # the second UserPromptSubmit of a turn (after the tool batch)
-    turn = hook.get("prompt_id")
-    turn = turn if isinstance(turn, str) and turn else None
-    attrs = {"gen_ai.turn.id": turn, "gen_ai.input.messages": text_message("user", prompt)}
-    return [hook_entry(record, hook, "user.prompt", session, turn, attrs)]
-
-
 def _call_id(hook: HookEnvelope) -> str | None:
-    call_id = hook.get("tool_call_id") or hook.get("tool_use_id")
-    return call_id if isinstance(call_id, str) and call_id else None
+    """The model's tool call id, which the chat log shares (``tool_use_id`` is a hook-only id)."""
+    return text_or_none(hook.get("tool_call_id") or hook.get("tool_use_id"))
 
 
-def _tool_attrs(hook: HookEnvelope) -> dict[str, Any]:
-    return {
-        **_subagent_scope(hook.get("agent_id"), _agent_name(hook.get("agent_id"))),
-        "gen_ai.turn.id": _turn_of(hook.get("prompt_id")),
-        "gen_ai.tool.name": hook.get("tool_name"),
-        "gen_ai.tool.call.id": _call_id(hook),
-        "gen_ai.tool.call.arguments": hook.get("tool_input"),
-    }
+def _has_call_id(hook: HookEnvelope) -> bool:
+    return _call_id(hook) is not None
 
 
-def _pre_tool(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
-    call_id = _call_id(hook)
-    return [hook_entry(record, hook, "tool.call", session, call_id, _tool_attrs(hook))] if call_id else []
+def _tool_scope(hook: HookEnvelope) -> dict[str, Any]:
+    return _subagent_scope(hook.get("agent_id"), _agent_name(hook.get("agent_id")))
 
 
-def _post_tool(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
-    call_id = _call_id(hook)
-    if not call_id:
-        return []
-    attrs = _tool_attrs(hook)
-    attrs["duration_ms"] = hook.get("duration_ms")
-    if hook.event == "PostToolUseFailure":
-        interrupted = bool(hook.get("is_interrupt"))
-        message = _as_text(hook.get("error"))
-        exit_code = _exit_code(message)
-        attrs["tool.result.status"] = "cancelled" if interrupted else "error"
-        attrs["error.type"] = "interrupted" if interrupted else "exit_code" if exit_code else "tool_error"
-        attrs["error.message"] = message
-        attrs["process.exit.code"] = exit_code
-    else:
-        response = hook.get("tool_response")
-        exit_code = _exit_code(response.get("llmContent") if isinstance(response, dict) else response)
-        _set_status(attrs, exit_code, None, response)
-    return [hook_entry(record, hook, "tool.result", session, call_id, attrs)]
+def _success(hook: HookEnvelope) -> dict[str, Any]:
+    response = hook.get("tool_response")
+    output = response.get("llmContent") if isinstance(response, dict) else response
+    attrs: dict[str, Any] = {}
+    _set_status(attrs, exit_code_in(output, _EXIT_CODE), None, response)
+    return attrs
 
 
-def _permission(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
-    attrs = _tool_attrs(hook)
-    attrs["tool.approve.decision"] = "deny" if hook.event == "PermissionDenied" else "ask"
-    return [hook_entry(record, hook, "tool.approve", session, attributes=attrs)]
+def _failure(hook: HookEnvelope) -> dict[str, Any]:
+    message = _as_text(hook.get("error"))
+    code = exit_code_in(message, _EXIT_CODE)
+    return {**tool_failure(hook, message, code), "process.exit.code": code}
 
 
-def _subagent(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
-    name = "subagent.start" if hook.event == "SubagentStart" else "subagent.end"
-    attrs = {"gen_ai.subagent.type": hook.get("agent_type"), "gen_ai.turn.id": _turn_of(hook.get("prompt_id")),
-             **_subagent_scope(hook.get("agent_id"), hook.get("agent_type"))}
-    agent_id = hook.get("agent_id")
-    native = agent_id if isinstance(agent_id, str) and agent_id else None  # the sub-agent log's start has it too
-    return [hook_entry(record, hook, name, session, native, attrs)]
+def _subagent(hook: HookEnvelope) -> dict[str, Any]:
+    return {"gen_ai.subagent.type": hook.get("agent_type"), "gen_ai.turn.id": _turn_of(hook.get("prompt_id")),
+            **_subagent_scope(hook.get("agent_id"), hook.get("agent_type"))}
+
+
+def _subagent_key(hook: HookEnvelope) -> str | None:
+    """The sub-agent's id: the start its own log reports has it too."""
+    return text_or_none(hook.get("agent_id"))
+
+
+def _stop_failure(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
+    attrs = {"gen_ai.turn.id": hook.get("prompt_id"),
+             "error.type": str(hook.get("error_type") or "api_error"),
+             "error.message": _as_text(hook.get("error"))}
+    return [hook_entry(record, hook, "error", session, attributes=attrs)]
 
 
 def _subagent_scope(agent_id: Any, agent_name: Any) -> dict[str, Any]:
@@ -157,29 +126,19 @@ def _turn_of(prompt_id: Any) -> str | None:
     return prompt_id.split("/", 1)[0]
 
 
-def _stop_failure(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
-    attrs = {"gen_ai.turn.id": hook.get("prompt_id"),
-             "error.type": str(hook.get("error_type") or "api_error"),
-             "error.message": _as_text(hook.get("error"))}
-    return [hook_entry(record, hook, "error", session, attributes=attrs)]
-
-
-
-_HOOKS: dict[str, HookHandler] = {
-    "SessionStart": _session_start,
-    "SessionEnd": _session_end,
-    "UserPromptSubmit": _prompt,
-    "PreToolUse": _pre_tool,
-    "PostToolUse": _post_tool,
-    "PostToolUseFailure": _post_tool,
-    "PermissionRequest": _permission,
-    "PermissionDenied": _permission,
-    "SubagentStart": _subagent,
-    "SubagentStop": _subagent,
-    "StopFailure": _stop_failure,
-    "Stop": no_entry,
-    "Notification": no_entry,
-}
+_HOOKS = HookProtocol(Dialect(
+    success=_success,
+    failure=_failure,
+    prompt_turn=text_or_none,
+    drops_empty_prompts=True,  # the second UserPromptSubmit of a turn (after the tool batch)
+    tool_turn=_turn_of,
+    call_id=_call_id,
+    describes_tool=_has_call_id,
+    tool_scope=_tool_scope,
+    subagent=_subagent,
+    subagent_key=_subagent_key,
+    extra={"StopFailure": _stop_failure},
+))
 
 # ------------------------------------------------------------------------------------------- chat log
 
@@ -217,7 +176,7 @@ def _session_of(record: RawRecord, value: Any) -> tuple[str | None, list[AgentAc
         return value, []
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value), []
-    return None, [unreadable(record, f"sessionId is {json_type(value)}, not a string")]
+    return None, wrong_types(record, {"sessionId": value}, {"sessionId": str})
 
 
 def _message_faults(record: RawRecord, data: dict[str, Any]) -> list[AgentActivityEntry]:
@@ -245,22 +204,10 @@ def _agent_name(agent_id: Any) -> str | None:
     return None
 
 
-def _parts(data: dict[str, Any]) -> list[dict[str, Any]]:
-    message = data.get("message")
-    parts = message.get("parts") if isinstance(message, dict) else None
-    return [p for p in parts if isinstance(p, dict)] if isinstance(parts, list) else []
-
-
 def _assistant(record: RawRecord, data: dict[str, Any], session: str | None,
                time_ns: int | None) -> list[AgentActivityEntry]:
-    entries = []
-    for part in _parts(data):
-        call = part.get("functionCall")
-        if isinstance(call, dict) and isinstance(call.get("id"), str):
-            attrs = {"gen_ai.tool.name": call.get("name"), "gen_ai.tool.call.id": call["id"],
-                     "gen_ai.tool.call.arguments": call.get("args")}
-            entries.append(native_entry(record, "tool.call", time_ns, session, call["id"], attrs))
-    return entries
+    calls = function_calls(message_parts(data.get("message")))
+    return [native_entry(record, "tool.call", time_ns, session, call["id"], tool_call_attrs(call)) for call in calls]
 
 
 def _tool_result(record: RawRecord, data: dict[str, Any], session: str | None,
@@ -270,23 +217,21 @@ def _tool_result(record: RawRecord, data: dict[str, Any], session: str | None,
         return []
     call_id = result["callId"]
     name, output, error = None, None, result.get("error")
-    for part in _parts(data):
-        response = part.get("functionResponse")
-        if isinstance(response, dict) and response.get("id") == call_id:
-            name = response.get("name")
-            body = response.get("response")
-            if isinstance(body, dict):
-                output, error = body.get("output"), error or body.get("error")
+    for response in function_responses(message_parts(data.get("message"))):
+        if response.get("id") == call_id:
+            name, found = response.get("name"), function_output(response)
+            if found is not None:
+                output, error = found[0], error or found[1]
     display = result.get("resultDisplay")
-    exit_code = as_int(display.get("exitCode")) if isinstance(display, dict) else _exit_code(output)
+    code = as_int(display.get("exitCode")) if isinstance(display, dict) else exit_code_in(output, _EXIT_CODE)
     attrs: dict[str, Any] = {"gen_ai.tool.name": name, "gen_ai.tool.call.id": call_id}
     if result.get("status") == "cancelled":  # executionStatus cancelled: it ran and was interrupted (Ctrl-C)
         interrupted = result.get("executionStatus") == "cancelled"
         attrs.update({"tool.result.status": "cancelled", "error.type": "interrupted" if interrupted else "cancelled"})
     elif result.get("status") == "error":
-        _set_status(attrs, exit_code, error or output or "error", output)
+        _set_status(attrs, code, error or output or "error", output)
     else:
-        _set_status(attrs, exit_code, error, output)
+        _set_status(attrs, code, error, output)
     return [native_entry(record, "tool.result", time_ns, session, call_id, attrs)]
 
 
@@ -342,8 +287,7 @@ def _turn_prompt(record: RawRecord, event: dict[str, Any], session: str | None) 
 
 
 def _user_prompt(record: RawRecord, data: dict[str, Any], session: str, prompt_id: str) -> list[AgentActivityEntry]:
-    texts = [p["text"] for p in _parts(data) if isinstance(p.get("text"), str)]
-    text = "\n".join(texts)
+    text = text_of(message_parts(data.get("message")))
     if not text:
         return []
     attrs = {"gen_ai.turn.id": prompt_id, "gen_ai.input.messages": text_message("user", text)}
@@ -399,14 +343,6 @@ def _set_status(attrs: dict[str, Any], exit_code: int | None, error: Any, output
         attrs["error.message"] = _as_text(error) or _as_text(output)
     else:
         attrs["gen_ai.tool.call.result"] = output
-
-
-def _exit_code(output: Any) -> int | None:
-    if isinstance(output, str):
-        match = _EXIT_CODE.search(output)
-        if match:
-            return int(match.group(1))
-    return None
 
 
 def _as_text(value: Any) -> str | None:
