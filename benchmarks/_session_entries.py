@@ -26,8 +26,8 @@ def session_entries(env: dict[str, str] | None = None) -> list[dict[str, Any]]:
     import logging
 
     from collector.config import load_config
+    from collector.daemon.service import Service
     from collector.paths import Paths
-    from collector.service import Service
 
     logging.getLogger("collector").setLevel(logging.ERROR)  # the fixtures' own warnings are not the figure
     entries: list[dict[str, Any]] = []

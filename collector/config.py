@@ -403,7 +403,7 @@ def load_for(paths: Paths, env: Mapping[str, str] | None = None, check: Any = No
              verdicts: Verdicts | None = None) -> Config:
     """What ``run``, ``install``, ``status`` and the service start use: the configuration, and the user's
     ``agents.d`` overrides must be valid too (a broken override is an error here, not a silent skip).
-    ``check`` is the registries' check of a definition (``collector.plugins.check_definition``);
+    ``check`` is the registries' check of a definition (``collector.daemon.plugins.check_definition``);
     ``verdicts`` the schema verdicts of earlier runs (``collector.definitions.verdicts``; default: the
     state folder's)."""
     from collector.definitions import load_definitions

@@ -3,7 +3,7 @@
 is checked first). Run it after changing a file in agents.d/ or schemas/agent-definition.schema.json;
 tests/test_definition_verdicts.py fails until it is run."""
 
-from collector.definitions.shipping import main
+from collector.cli.ship_verdicts import main
 
 if __name__ == "__main__":
     main()

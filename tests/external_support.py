@@ -14,8 +14,8 @@ from typing import Any
 from support import make_paths, read_output
 
 from collector.config import load_config
+from collector.daemon.service import Service
 from collector.paths import Paths
-from collector.service import Service
 
 VENV_BIN = Path(sys.executable).parent
 

@@ -16,10 +16,10 @@ from typing import Any
 import jsonschema
 
 from collector.config import Config
+from collector.daemon.service import Service
 from collector.definitions import load_definitions
 from collector.paths import Paths
 from collector.pipeline.status import SessionStatusTracker
-from collector.service import Service
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"

@@ -12,8 +12,8 @@ from typing import Any
 import orjson
 import pytest
 
-from collector.pipeline import boundary
-from collector.pipeline.boundary import MAX_DEPTH, _checked, _fits, check_entry
+from collector.model import boundary
+from collector.model.boundary import MAX_DEPTH, _checked, _fits, check_entry
 
 
 class Colour(enum.Enum):

@@ -12,9 +12,9 @@ from typing import Any
 import orjson
 import pytest
 
+from collector.model.boundary import MAX_DEPTH, Refused, _scan, check_record, strict_json_fits
+from collector.model.decode import loads
 from collector.model.raw import RawRecord
-from collector.pipeline.boundary import MAX_DEPTH, Refused, _scan, check_record, strict_json_fits
-from collector.sources.decode import loads
 from tests.support import FIXTURES
 
 
@@ -99,7 +99,7 @@ def test_the_source_judges_its_lines_as_the_boundary_would(tmp_path: Path) -> No
     other = replace(records[0], data=_nested(MAX_DEPTH + 1))  # what a wrapping source yields: other data
     assert check_record(other).meta["truncated"] == "nested deeper than 64"
     with pytest.raises(Refused, match="more than 3 values"):
-        from collector.pipeline import boundary
+        from collector.model import boundary
 
         saved, boundary.MAX_NODES = boundary.MAX_NODES, 3
         try:
@@ -110,7 +110,7 @@ def test_the_source_judges_its_lines_as_the_boundary_would(tmp_path: Path) -> No
 
 def test_the_size_bound_counts_lines_only_when_the_text_could_hold_that_many(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from collector.pipeline import boundary
+    from collector.model import boundary
 
     monkeypatch.setattr(boundary, "MAX_NODES", 10)
     verdicts = {}

@@ -74,7 +74,8 @@ def test_report_loads_no_other_command_and_no_deploy_engine() -> None:
     loaded = _loaded("report", "--help")
     commands = {m.removeprefix("collector.cli.") for m in loaded if m.removeprefix("collector.cli.") in COMMAND_MODULES}
     assert commands == {"report_cmd"}
-    assert not {m for m in loaded if m.startswith(("collector.deploy", "collector.service", "collector.pipeline"))}
+    heavy = ("collector.deploy", "collector.daemon.service", "collector.pipeline")
+    assert not {m for m in loaded if m.startswith(heavy)}
 
 
 def test_help_and_unknown_commands_see_every_command(capsys: pytest.CaptureFixture[str]) -> None:

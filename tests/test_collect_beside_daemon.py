@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from support import FIXTURES, ROOT, collect, make_paths, read_output
 
-from collector.backfill import Meter, ProgressState, render
+from collector.daemon.backfill import Meter, ProgressState, render
 from collector.sources.base import SourceStats
 
 CASES = sorted(p for agent in ("claude-code", "codex", "gemini-cli") for p in (FIXTURES / agent).iterdir()
@@ -162,7 +162,7 @@ def test_meter_percent_and_eta_from_bytes_read() -> None:
 
 
 def test_a_daemon_that_never_takes_the_request_or_dies_is_an_error(tmp_path: Path) -> None:
-    from collector import handoff
+    from collector.daemon import handoff
 
     token = handoff.request(tmp_path)
     with pytest.raises(handoff.HandoffError, match="did not take the request within 0s"):
@@ -174,7 +174,7 @@ def test_a_daemon_that_never_takes_the_request_or_dies_is_an_error(tmp_path: Pat
 
 
 def test_the_desk_answers_waiting_requests_only(tmp_path: Path) -> None:
-    from collector import handoff
+    from collector.daemon import handoff
 
     desk = handoff.RequestDesk(tmp_path)
     waiting, abandoned = handoff.request(tmp_path), handoff.request(tmp_path)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from support import ROOT, make_paths
 
+from collector.daemon.plugins import load_agents
 from collector.definitions import detect, load_definitions
-from collector.plugins import load_agents
 
 
 def test_builtin_definitions_are_valid() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from collector.delivery import Delivery
+from collector.daemon.delivery import Delivery
 from collector.exporters.base import Entry
 from collector.exporters.jsonl import JsonlExporter
 from collector.state.checkpoints import CheckpointStore, Commit

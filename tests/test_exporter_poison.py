@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from collector.delivery import Delivery
+from collector.daemon.delivery import Delivery
 from collector.exporters.base import Entry, ExportError
+from collector.exporters.narrowing import MAX_POISON
 from collector.model.raw import RawRecord
-from collector.narrowing import MAX_POISON
 from collector.pipeline.crash_guard import CrashGuard, read_verdict
 from collector.pipeline.quarantine import Quarantine, listing
 from collector.state.checkpoints import CheckpointStore, Commit
@@ -221,7 +221,7 @@ def test_the_usage_store_raises_what_an_entry_causes_and_refuses_for_later_what_
     found and quarantined, the other 498 are stored once; "database or disk is full" holds the batch."""
     import sqlite3
 
-    from collector.usage.exporter import UsageStoreExporter
+    from collector.exporters.usage import UsageStoreExporter
 
     usage = UsageStoreExporter(tmp_path / "usage.sqlite", 0)
     entries = store_entries(500)

@@ -17,7 +17,7 @@ from waits import wait_for
 
 from collector.exporters.otlp import build_otlp_exporters
 from collector.exporters.queue import QueuedExporter
-from collector.pipeline.boundary import check_entry
+from collector.model.boundary import check_entry
 from collector.pipeline.quarantine import Quarantine, listing, quarantine_dir
 
 

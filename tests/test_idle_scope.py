@@ -19,7 +19,7 @@ from robust_support import Daemon
 from support import make_paths, read_output
 
 from collector.config import load_config
-from collector.service import Service
+from collector.daemon.service import Service
 from collector.sources import file_index
 from collector.sources.base import Scope
 from collector.sources.file_index import GlobIndex
@@ -287,7 +287,7 @@ def test_the_daemon_polls_every_file_when_file_events_are_unavailable(tmp_path: 
 
 
 def test_the_change_set_hands_over_paths_and_says_when_to_read_everything() -> None:
-    from collector.change_set import MAX_PATHS, ChangeSet
+    from collector.daemon.change_set import MAX_PATHS, ChangeSet
 
     changes = ChangeSet()
     changes.add(["/a"])

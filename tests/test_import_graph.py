@@ -79,8 +79,8 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_the_walk_sees_the_real_graph() -> None:
     graph = _graph()
     assert len(graph) > 60
-    assert "collector.service" in graph["collector.cli.collect_cmd"]
-    assert "collector.pipeline.processor" in graph["collector.service"]
+    assert "collector.daemon.service" in graph["collector.cli.collect_cmd"]
+    assert "collector.pipeline.processor" in graph["collector.daemon.service"]
 
 
 def test_cycle_detection_finds_a_cycle() -> None:
@@ -92,5 +92,5 @@ def test_no_import_cycles() -> None:
 
 
 def test_only_the_cli_imports_the_service() -> None:
-    importers = sorted(m for m, deps in _graph().items() if "collector.service" in deps)
+    importers = sorted(m for m, deps in _graph().items() if "collector.daemon.service" in deps)
     assert importers and all(m.startswith("collector.cli") for m in importers), importers

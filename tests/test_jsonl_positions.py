@@ -14,7 +14,7 @@ from typing import Any
 from collector.sources.base import Item
 from collector.sources.file_identity import identify
 from collector.sources.jsonl_files import TAIL_BYTES, JsonlFiles
-from collector.sources.regular import open_regular
+from collector.util.regular import open_regular
 
 
 def _items(source: JsonlFiles) -> list[Item]:

@@ -15,13 +15,13 @@ from support import FIXTURES, assert_no_duplicates, assert_schema_valid, prepare
 
 from collector.cli.daemon_parts import daemon_parts
 from collector.config import load_config
+from collector.daemon.service import Service
 from collector.deploy import consent
 from collector.ingest.live import IngestPart
 from collector.ingest.secret import read_token
 from collector.ingest.server import IngestServer
 from collector.paths import Paths
 from collector.pipeline.status import SessionStatusTracker
-from collector.service import Service
 
 CASES = ["tool_then_answer", "two_turns_resume"]
 TIMES = ("time_unix_nano", "observed_time_unix_nano")

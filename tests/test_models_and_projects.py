@@ -61,7 +61,7 @@ def test_codex_history_names_its_model_and_is_priced_from_the_table(tmp_path: Pa
 
 def test_a_model_call_without_a_model_is_counted_per_agent(tmp_path: Path) -> None:
     from collector.config import load_config
-    from collector.service import Service
+    from collector.daemon.service import Service
 
     case = FIXTURES / "codex" / "tool_then_answer"
     paths = _history_only(case, tmp_path)

@@ -10,8 +10,8 @@ from support import make_paths
 from test_otlp_queue import FakeBackend, entries
 
 from collector.config import ConfigError, load_config
+from collector.daemon.service import Service
 from collector.exporters.queue import Backlog, QueuedExporter, QueueOptions
-from collector.service import Service
 
 FAST = QueueOptions(backoff_initial=0.01, backoff_max=0.05, tick_interval=0.01, drain_timeout=0.2)
 

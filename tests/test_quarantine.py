@@ -12,8 +12,7 @@ from robust_support import Daemon
 from support import assert_no_duplicates, collect, make_paths, read_output
 
 from collector.cli.main import main
-from collector.model import RawRecord
-from collector.pipeline import boundary
+from collector.model import RawRecord, boundary
 from collector.pipeline.correlate import Correlator
 from collector.pipeline.processor import AgentSettings, Pipeline
 from collector.pipeline.quarantine import Quarantine, listing, quarantine_dir

@@ -12,9 +12,9 @@ from pathlib import Path
 import watchfiles
 
 from collector.config import load_config
-from collector.service import Service
+from collector.daemon.service import Service
+from collector.daemon.wake_filter import WakeFilter
 from collector.sources.sqlite_rows import SqliteRows
-from collector.wake_filter import WakeFilter
 from tests.support import FIXTURES, prepare_fixture
 from tests.test_source_sqlite import SPEC, make_db, read, rows
 from tests.test_source_sqlite_paging import traced

@@ -15,8 +15,8 @@ import pytest
 from support import FIXTURES, assert_no_duplicates, prepare_fixture, read_output
 
 from collector.config import load_config
+from collector.daemon.service import Service
 from collector.paths import Paths
-from collector.service import Service
 from collector.state import retention
 
 CASE = FIXTURES / "claude-code" / "tool_then_answer"
@@ -235,7 +235,7 @@ def test_a_hook_that_opened_the_file_before_the_rename_loses_nothing(tmp_path: P
 def test_the_default_grace_is_short(tmp_path: Path) -> None:
     """Issue 22 item 6 / 23 item 8: raw payloads leave the spool within about a minute of their commit
     (housekeeping runs every HOUSEKEEP_EVERY_S), not ten."""
-    from collector.housekeeping import HOUSEKEEP_EVERY_S
+    from collector.daemon.housekeeping import HOUSEKEEP_EVERY_S
 
     config = load_config(tmp_path / "absent.toml", env={})
     assert config.retention.spool_grace_s == 60.0

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from collector.config import load_config
+from collector.daemon.service import AlreadyRunning, Service
 from collector.paths import Paths
-from collector.service import AlreadyRunning, Service
 
 
 def test_a_second_collector_names_the_pid_and_the_service_commands(tmp_path: Path) -> None:

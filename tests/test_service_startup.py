@@ -8,7 +8,7 @@ import pytest
 from support import make_paths
 
 from collector.config import load_config
-from collector.service import Service
+from collector.daemon.service import Service
 
 
 def test_a_failed_startup_releases_the_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from support import builtin_tracker
 
+from collector.definitions.status_rules import AgentStatusRules
 from collector.model.entry import event_id
 from collector.pipeline.status import SessionStatusTracker
-from collector.pipeline.status_rules import AgentStatusRules
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hooks"
 SID = "3717dcf6-6ccc-43e1-999e-09b113fae890"

@@ -115,7 +115,7 @@ def test_every_evicted_session_gets_its_idle_end_past_one_page(tmp_path: Path, m
     """With one session in memory, a page of one and a lot of one, the sessions waiting in the store are
     still all closed by the idle rule at the end of ``collect --once``: the same entries as each agent
     alone."""
-    from collector import idle_rule
+    from collector.daemon import idle_rule
     from collector.state import checkpoints
 
     alone: dict[str, list[tuple[Any, ...]]] = {}

@@ -13,8 +13,9 @@ import orjson
 import pytest
 from support import ROOT
 
-from collector.definitions import load_definitions, shipping
-from collector.plugins import check_definition
+import collector.cli.ship_verdicts as shipping
+from collector.daemon.plugins import check_definition
+from collector.definitions import load_definitions
 from collector.registry import PluginConfigError
 from collector.sources.factory import source_kinds
 from collector.util import shipped_verdicts

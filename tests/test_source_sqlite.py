@@ -402,7 +402,7 @@ def test_only_the_rows_a_table_wants_are_read_and_the_position_moves_past_the_re
 def test_a_row_record_needs_no_walk_at_the_boundary_unless_a_float_is_infinite(tmp_path: Path) -> None:
     """SQLite's values are within the boundary's bounds as they are (64-bit integers, UTF-8 text, one
     level of columns): the record says so; a blob comes as hex; an infinite float is left to the walk."""
-    from collector.pipeline.boundary import check_record
+    from collector.model.boundary import check_record
 
     db = tmp_path / "a.db"
     writer = sqlite3.connect(db, isolation_level=None)

@@ -15,8 +15,8 @@ from robust_support import Daemon
 from support import FIXTURES, assert_no_duplicates, collect, make_paths, prepare_fixture, read_output
 
 from collector.config import load_config
+from collector.daemon.service import Service
 from collector.paths import Paths
-from collector.service import Service
 
 CASE = FIXTURES / "claude-code" / "tool_then_answer"
 

@@ -20,7 +20,7 @@ from support import FIXTURES, assert_no_duplicates, prepare_fixture, read_output
 from test_exporter_poison_real import wait_status
 from test_hostile_files import collect_cli
 
-from collector.delivery import Delivery
+from collector.daemon.delivery import Delivery
 from collector.state.checkpoints import CheckpointStore, Commit, SessionRow
 
 OPENCODE = FIXTURES / "opencode" / "tool_then_answer"

@@ -5,8 +5,4 @@ The definition's ``parser`` field names one; :mod:`collector.agents.registry` ho
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from collector.model import AgentActivityEntry, RawRecord
-
-Parser = Callable[[RawRecord], list[AgentActivityEntry]]
+from collector.agents.common import Parser as Parser  # the pipeline's word for an agent's ``parse``

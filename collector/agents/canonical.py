@@ -27,9 +27,9 @@ import orjson
 
 from collector.agents.common import iso_to_ns
 from collector.model import AgentActivityEntry, RawRecord, event_id
+from collector.model.boundary import Refused
 from collector.model.entry import EVENT_NAMES, payload_digest
 from collector.paths import bundled_schema
-from collector.pipeline.boundary import Refused
 
 if TYPE_CHECKING:
     import jsonschema

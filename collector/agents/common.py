@@ -204,6 +204,8 @@ def as_int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+Parser = Callable[[RawRecord], list[AgentActivityEntry]]  # what every agent module's ``parse`` is
+
 HookHandler = Callable[[RawRecord, HookEnvelope, "str | None"], list[AgentActivityEntry]]
 
 

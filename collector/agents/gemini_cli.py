@@ -64,7 +64,7 @@ from collector.agents.families.gemini_chat import (
 from collector.agents.gemini_links import SubagentFile, subagent_of
 from collector.agents.gemini_projects import project_of
 from collector.model import AgentActivityEntry, RawRecord
-from collector.sources.decode import loads
+from collector.model.decode import loads
 
 HEADER_BYTES = 64 * 1024
 _FINAL = {"success": "success", "error": "error", "cancelled": "cancelled"}

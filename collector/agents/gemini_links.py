@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from collector.sources.decode import loads
+from collector.model.decode import loads
 
 MAX_SCAN = 32 * 1024 * 1024  # bytes of a parent log searched for the call, from its end
 _SUBAGENT_FILE = re.compile(r"/chats/([0-9a-fA-F-]{36})/([0-9a-fA-F-]{36})\.jsonl$")

@@ -16,7 +16,7 @@ from pathlib import PurePosixPath
 
 import orjson
 
-from collector.sources.regular import read_regular
+from collector.util.regular import read_regular
 
 MAX_BYTES = 1024 * 1024
 

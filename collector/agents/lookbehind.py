@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from collector.sources.decode import loads
+from collector.model.decode import loads
 
 CHUNK = 64 * 1024
 FIRST_CHUNK = 4 * 1024  # the line wanted is most often one or two lines back: the reads grow up to CHUNK

@@ -56,8 +56,8 @@ from collector.agents.common import (
 )
 from collector.agents.opencode_links import call_in, task_call
 from collector.model import AgentActivityEntry, RawRecord
-from collector.pipeline.boundary import Refused
-from collector.sources.decode import loads_text
+from collector.model.boundary import Refused
+from collector.model.decode import loads_text
 
 TASK_TOOL = "task"  # OpenCode's tool that runs a sub-agent (a child session)
 Emit = Callable[[str, "int | None", "str | None", str, dict[str, Any]], AgentActivityEntry]

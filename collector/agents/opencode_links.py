@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from collector.sources.decode import loads_text
+from collector.model.decode import loads_text
 
 BUSY_TIMEOUT_S = 0.2
 

@@ -9,19 +9,17 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any
 
-from collector.agents import (
-    Parser,
-    canonical,
-    claude_code,
-    cline,
-    codex,
-    copilot,
-    entire_plugin,
-    gemini_cli,
-    opencode,
-    pi,
-    qwen_code,
-)
+import collector.agents.canonical as canonical
+import collector.agents.claude_code as claude_code
+import collector.agents.cline as cline
+import collector.agents.codex as codex
+import collector.agents.copilot as copilot
+import collector.agents.entire_plugin as entire_plugin
+import collector.agents.gemini_cli as gemini_cli
+import collector.agents.opencode as opencode
+import collector.agents.pi as pi
+import collector.agents.qwen_code as qwen_code
+from collector.agents.common import Parser
 from collector.registry import Plugin, Registry
 
 ParserBuilder = Callable[[dict[str, Any]], Parser]

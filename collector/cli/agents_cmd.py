@@ -7,10 +7,10 @@ import sys
 
 from collector.cli.common import add_home, add_json, paths_from, print_json, print_table
 from collector.cli.health import print_external, print_polled
+from collector.daemon.plugins import load_agents
 from collector.definitions import AgentDefinition, LoadResult, detect
 from collector.deploy import integration_state
 from collector.paths import Paths
-from collector.plugins import load_agents
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

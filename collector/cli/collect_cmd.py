@@ -11,11 +11,11 @@ from pathlib import Path
 
 import orjson
 
-from collector import handoff
-from collector.backfill import Meter, ProgressState, render
 from collector.cli.common import add_home, fail, paths_from, setup_logging
 from collector.config import ConfigError
-from collector.service import AlreadyRunning, Service
+from collector.daemon import handoff
+from collector.daemon.backfill import Meter, ProgressState, render
+from collector.daemon.service import AlreadyRunning, Service
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -165,7 +165,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 class _Line:
-    """The progress line on a terminal: percent, bytes, records, ETA (see collector.backfill.render)."""
+    """The progress line on a terminal: percent, bytes, records, ETA (see collector.daemon.backfill.render)."""
 
     def __init__(self) -> None:
         self.last = 0.0

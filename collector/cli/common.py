@@ -46,7 +46,7 @@ def checked_config(paths: Paths, refusal: str = "") -> Config:
     start (``collector.config.load_for``). A problem ends the command with exit status 2 and one line
     naming it, after ``refusal`` (e.g. ``"not started: "``)."""
     from collector.config import ConfigError, load_for
-    from collector.plugins import check_definition
+    from collector.daemon.plugins import check_definition
 
     try:
         return load_for(paths, check=check_definition)

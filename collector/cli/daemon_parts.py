@@ -6,13 +6,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from collector.daemon.parts import DaemonPart
+from collector.daemon.service import Service
 from collector.dashboard.live import dashboard_route
 from collector.deploy import autodeploy, consent, watchdog
 from collector.deploy.autodeploy import AutoDeployPart
 from collector.deploy.watchdog import WatchdogPart
 from collector.ingest.live import IngestPart, ingest_config, live_snapshot
-from collector.parts import DaemonPart
-from collector.service import Service
 
 log = logging.getLogger(__name__)
 

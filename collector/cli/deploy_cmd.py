@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from collector.cli.common import add_home, add_json, checked_config, paths_from, print_json
+from collector.daemon.plugins import load_agents
 from collector.definitions import AgentDefinition, detect
 from collector.deploy import (
     Change,
@@ -25,7 +26,6 @@ from collector.deploy.model import Action
 from collector.deploy.records import RecordStore
 from collector.ingest.secret import ensure_token, ingest_port
 from collector.paths import Paths
-from collector.plugins import load_agents
 
 _NOTABLE = {State.UNTRUSTED, State.CONFLICT, State.ERROR, State.NOT_IMPLEMENTED}
 

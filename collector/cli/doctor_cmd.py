@@ -58,7 +58,7 @@ def run_checks(paths: Paths) -> list[Finding]:
 
 
 def _newest_event(paths: Paths, config: Any) -> int | None:
-    from collector.usage.exporter import store_settings
+    from collector.exporters.usage import store_settings
     from collector.usage.store import connect, store_file
 
     path = store_file(paths.data_dir, store_settings(config)) if config is not None else paths.data_dir / "usage.sqlite"

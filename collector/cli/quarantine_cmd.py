@@ -46,7 +46,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_retry(args: argparse.Namespace) -> int:
-    from collector.service import AlreadyRunning, Service
+    from collector.daemon.service import AlreadyRunning, Service
 
     setup_logging(quiet=True)
     paths = paths_from(args)

@@ -4,7 +4,6 @@ local usage store."""
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import sqlite3
 import sys
@@ -14,12 +13,13 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from collector.cli.common import add_home, fail, paths_from, print_json
 from collector.config import ConfigError, load_config
-from collector.usage.exporter import store_settings
+from collector.exporters.usage import store_settings
 from collector.usage.prices import CACHE_NAME, PriceTable
 from collector.usage.query import KINDS, Filters
 from collector.usage.render import table_lines
 from collector.usage.report import ReportRequest, build_report
 from collector.usage.store import connect, store_file
+from collector.util.timezones import local_zone
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -39,20 +39,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--store", metavar="FILE", help="the usage store to read (default: from the config)")
     add_home(parser)
     parser.set_defaults(func=cmd_report)
-
-
-def local_zone() -> tuple[tzinfo, str]:
-    name = os.environ.get("TZ", "").lstrip(":")
-    if not name:
-        try:
-            target = os.readlink("/etc/localtime")
-            name = target.split("zoneinfo/", 1)[1] if "zoneinfo/" in target else ""
-        except OSError:
-            name = ""
-    try:
-        return (ZoneInfo(name), name) if name else (ZoneInfo("UTC"), "UTC")
-    except (ZoneInfoNotFoundError, ValueError):
-        return ZoneInfo("UTC"), "UTC"
 
 
 def parse_day(text: str) -> date:

@@ -12,8 +12,8 @@ import orjson  # noqa: F401 - read_status
 
 from collector.cli.common import add_home, add_json, checked_config, paths_from, print_json, print_table
 from collector.cli.health import print_external, print_polled
+from collector.daemon.plugins import load_agents
 from collector.paths import Paths
-from collector.plugins import load_agents
 from collector.sources.spool_lines import DROPPED, PAYLOAD_INVALID
 from collector.state.checkpoints import CHECKPOINTS_FILE, read_saved
 

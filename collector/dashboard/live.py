@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from collector.cli.report_cmd import local_zone
 from collector.config import Config
 from collector.dashboard.routes import DashboardRoute
+from collector.exporters.usage import store_settings
 from collector.ingest.secret import ensure_token
 from collector.paths import Paths
-from collector.usage.exporter import store_settings
 from collector.usage.store import store_file
+from collector.util.timezones import local_zone
 
 
 def dashboard_route(paths: Paths, config: Config, snapshot: Callable[[], dict[str, Any]]) -> DashboardRoute:

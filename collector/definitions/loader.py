@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from collector.definitions.schema import definition_schema
+from collector.definitions.status_rules import AgentStatusRules
 from collector.definitions.verdicts import Verdicts, digest
 from collector.paths import project_root
-from collector.pipeline.status_rules import AgentStatusRules
 from collector.util.shipped_verdicts import SCHEMA_CHECK, is_shipped
 
 if TYPE_CHECKING:
@@ -186,7 +186,7 @@ Check = Callable[[dict[str, Any], str], list[DefinitionProblem]]  # (merged defi
 
 def load_definitions(override_dir: Path | None = None, builtin_dir: Path | None = None,
                      check: Check | None = None, verdicts: Verdicts | None = None) -> LoadResult:
-    """Every valid definition. ``check`` adds checks beyond the schema (``collector.plugins`` passes the
+    """Every valid definition. ``check`` adds checks beyond the schema (``collector.daemon.plugins`` passes the
     plug-in registries' own: parser, source and integration kinds, trust stores; they run every time).
     ``verdicts``: the schema verdicts of earlier runs (the caller saves them); None: this call's only."""
     root = project_root()

@@ -52,7 +52,7 @@ class Verdicts:
     def _read(self) -> list[str]:
         if self.path is None:
             return []
-        from collector.sources.regular import read_regular  # a FIFO or device there is refused, not waited on
+        from collector.util.regular import read_regular  # a FIFO or device there is refused, not waited on
 
         raw = read_regular(str(self.path), limit=MAX_BYTES)
         try:

@@ -207,7 +207,7 @@ def _load(state: KeyState) -> AutoDeployState:
 
 
 class AutoDeployPart:
-    """Auto-deploy as a daemon part (:class:`collector.parts.DaemonPart`)."""
+    """Auto-deploy as a daemon part (:class:`collector.daemon.parts.DaemonPart`)."""
 
     name = "autodeploy"
 

@@ -286,7 +286,7 @@ class Watchdog:
 
 
 class WatchdogPart:
-    """The watchdog as a daemon part (:class:`collector.parts.DaemonPart`): runs on the daemon's event
+    """The watchdog as a daemon part (:class:`collector.daemon.parts.DaemonPart`): runs on the daemon's event
     loop from ``start`` until ``stop``."""
 
     name = "watchdog"

@@ -125,7 +125,7 @@ def check_backlog(status: dict[str, Any]) -> Finding:
 
 
 def check_clock(newest_ns: int | None, now: float | None = None) -> Finding:
-    from collector.cli.report_cmd import local_zone
+    from collector.util.timezones import local_zone
 
     now = time.time() if now is None else now
     _, zone = local_zone()

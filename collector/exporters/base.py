@@ -4,7 +4,7 @@ An exporter receives batches of finished entries (flat dicts, see schemas/activi
 and either accepts the whole batch (returns) or raises :class:`ExportError`, saying whether the refusal
 is permanent or worth another try later. It never sleeps or retries itself: the one retry loop is the
 durable queue's (``collector.exporters.queue``); for a direct exporter (the JSONL file) the delivery
-chain holds the batch uncommitted and offers it again (``collector.delivery``).
+chain holds the batch uncommitted and offers it again (``collector.daemon.delivery``).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ of them (the first of them to receive it writes; the others find it already ther
 its own pace with its own position, backoff and delivery thread, so a slow signal does not stall another.
 
 An unexpected exception from ``inner`` (a bug, not an ``ExportError``) is retried like a refusal; once the
-same batch failed ``max_unexpected_failures`` times it is bisected (``collector.narrowing``): the entries
+same batch failed ``max_unexpected_failures`` times it is bisected (``collector.exporters.narrowing``): the entries
 ``inner`` fails on alone go to the poison sink (the quarantine, with the exporter's name and the
 exception), the rest is delivered.
 

@@ -4,7 +4,7 @@ It reads a batch at the queue's acknowledged position (from the legacy directory
 entries), hands it to ``inner.export()`` and acknowledges it; on :class:`ExportError` it retries the
 *same* batch with exponential backoff (at least the ``Retry-After`` the backend asked for), and drops a
 batch the backend refused for good. An unexpected exception from ``inner`` is retried like a refusal;
-once the same batch failed ``max_unexpected_failures`` times it is bisected (``collector.narrowing``): the
+once the same batch failed ``max_unexpected_failures`` times it is bisected (``collector.exporters.narrowing``): the
 entries ``inner`` fails on alone go to the poison sink, the rest is delivered. When idle it calls
 ``inner.tick(now_ns)`` about once a second and, once asked (``end_of_input``), ``inner.end_of_input``.
 
@@ -24,9 +24,9 @@ from dataclasses import dataclass
 import orjson
 
 from collector.exporters.base import Entry, Exporter, ExportError, PoisonSink
+from collector.exporters.narrowing import narrow
 from collector.exporters.queue_log import Cursor, SegmentLog
 from collector.exporters.queue_options import QueueOptions
-from collector.narrowing import narrow
 
 _log = logging.getLogger("collector.exporters.queue")  # the queue's log, as it always was
 
@@ -195,7 +195,7 @@ class QueueDelivery:
             self._wake.notify_all()
 
     def _narrow(self, batch: Batch, error: Exception) -> Batch | None:
-        """``inner`` keeps failing on ``batch``: find the entries it fails on alone (``collector.narrowing``),
+        """``inner`` keeps failing on ``batch``: find the entries it fails on alone (``collector.exporters.narrowing``),
         hand them to the poison sink and deliver the rest. None when the batch is done; else the batch
         with what is left (the backend went away meanwhile: retried with backoff)."""
         found = narrow(self.inner.export, batch.entries, error)

@@ -20,10 +20,10 @@ from typing import Any
 from collector.config import Config, ConfigError, schema
 from collector.exporters.base import Exporter
 from collector.exporters.jsonl import JsonlExporter
+from collector.exporters.usage import build_usage_exporter
 from collector.paths import Paths
 from collector.pipeline.quarantine import Quarantine
 from collector.registry import Plugin, PluginConfigError, Registry
-from collector.usage.exporter import build_usage_exporter
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""The live view as a daemon part (:class:`collector.parts.DaemonPart`): the loopback ingest server,
+"""The live view as a daemon part (:class:`collector.daemon.parts.DaemonPart`): the loopback ingest server,
 whose posted hooks go to the spool through one writer thread, and which serves the live snapshot (the
 Service's status plus the session status tracker's sessions). ``agent-collector run`` builds it."""
 

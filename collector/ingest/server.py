@@ -41,7 +41,7 @@ from urllib.parse import parse_qs
 
 import orjson
 
-from collector.sources import decode
+from collector.model import decode
 
 log = logging.getLogger(__name__)
 

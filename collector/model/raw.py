@@ -24,11 +24,11 @@ class RawRecord:
     ``source_id`` identifies the stream (file identity, database path + table), ``position`` is an
     opaque, stable position inside it (a byte offset, a row id); together they make deterministic ids.
     ``observed_ns`` is when the collector read it. ``meta`` carries source facts such as ``path``.
-    ``strict_json``: ``data`` is what ``collector.sources.decode`` (or orjson) made of JSON text, so its keys
+    ``strict_json``: ``data`` is what ``collector.model.decode`` (or orjson) made of JSON text, so its keys
     are strings, it holds no lone surrogate and no non-finite float; the boundary then checks only its
-    depth, size and integers, at C speed (``collector.pipeline.boundary.check_record``).
+    depth, size and integers, at C speed (``collector.model.boundary.check_record``).
     ``checked_data``: the object the source found within those bounds itself, with
-    ``collector.pipeline.boundary.strict_json_fits``, as it decoded the line (cheaper while the new objects
+    ``collector.model.boundary.strict_json_fits``, as it decoded the line (cheaper while the new objects
     are in the CPU's cache); the boundary lets the record in as it is while ``data`` is that very object
     (a copy with other data, ``dataclasses.replace(record, data=...)``, is checked again).
     """

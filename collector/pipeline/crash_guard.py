@@ -17,7 +17,7 @@ At start-up a name still there means the previous process died while working on 
   condemns it. A ``kill -9`` that is not the record's doing can land on the same record twice (a kill during
   start-up, when the suspect is the first thing processed): two such kills never cost a record.
 
-Exporting is covered too (``collector.delivery``): while an exporter takes a batch the name is the batch's
+Exporting is covered too (``collector.daemon.delivery``): while an exporter takes a batch the name is the batch's
 (the exporter and the first and last ``event.id``). A process that died there leaves that name; at the next
 start the batch holding one of those ids is offered to that exporter one entry at a time, each entry named
 before it goes. A death then names the entry, which counts the batch's death as its first: the batch goes

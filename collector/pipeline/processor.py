@@ -18,9 +18,9 @@ import orjson
 
 from collector.agents import Parser
 from collector.model import AgentActivityEntry, RawRecord
+from collector.model.boundary import check_entry, check_record
 from collector.model.entry import UNREADABLE
 from collector.model.raw import TRUNCATED
-from collector.pipeline.boundary import check_entry, check_record
 from collector.pipeline.content_policy import ContentPolicy
 from collector.pipeline.correlate import Correlator
 from collector.pipeline.crash_guard import CrashGuard

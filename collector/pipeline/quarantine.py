@@ -7,7 +7,7 @@ line per record: an ``id``, the time, agent, kind, source (stream, path, positio
 reason. The record's data is kept only when content capture is on for its agent, and then masked; without
 it, ``retry`` reads the record again from its source (a JSONL line at its offset, a whole JSON document).
 
-An entry an exporter failed on (stage ``export``, ``collector.delivery``) is kept with the record it came
+An entry an exporter failed on (stage ``export``, ``collector.daemon.delivery``) is kept with the record it came
 from (its source position), the exporter's name and the exception; the line also holds the entry as the
 exporters got it (``entry``: content policy and masking already applied, so without capture it holds no
 content), because a retry offers that entry again to that exporter alone (the others took it).
@@ -33,9 +33,9 @@ from typing import Any
 
 import orjson
 
+from collector.model.boundary import Refused, shape, within_int64
 from collector.model.raw import RawRecord
 from collector.paths import Paths
-from collector.pipeline.boundary import Refused, shape, within_int64
 from collector.pipeline.masking import mask_value
 
 log = logging.getLogger(__name__)
@@ -285,8 +285,8 @@ def recover(line: dict[str, Any]) -> RawRecord | None:
 
 
 def _reread(line: dict[str, Any]) -> dict[str, Any] | None:
-    from collector.sources.decode import loads_object
-    from collector.sources.regular import read_line_at, read_regular
+    from collector.model.decode import loads_object
+    from collector.util.regular import read_line_at, read_regular
 
     path = line.get("path")
     if not path:

@@ -8,7 +8,7 @@ open, else the base status (:mod:`~collector.pipeline.status_state`). What each 
 state is an action (:mod:`~collector.pipeline.status_actions`).
 
 Which hook event does what is data: each agent definition's ``status`` section, read into
-:class:`~collector.pipeline.status_rules.AgentStatusRules` and handed to the tracker keyed by agent id
+:class:`~collector.definitions.status_rules.AgentStatusRules` and handed to the tracker keyed by agent id
 (this module names no agent). The tracker is pure (no I/O, no clock): feed it entries
 (:meth:`SessionStatusTracker.observe`, which reads ``agent.hook_event_name`` from hook-derived entries
 and ignores the rest for status) or raw hook payloads (:meth:`SessionStatusTracker.observe_hook`); each
@@ -22,13 +22,13 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+from collector.definitions.status_rules import IGNORE, START, AgentStatusRules, When
 from collector.model.entry import AgentActivityEntry, event_id
 from collector.model.raw import RawRecord
 from collector.pipeline.content_policy import ContentPolicy
 from collector.pipeline.local_days import LocalDays
 from collector.pipeline.session_cache import SessionCache
 from collector.pipeline.status_actions import ACTIONS
-from collector.pipeline.status_rules import IGNORE, START, AgentStatusRules, When
 from collector.pipeline.status_signal import (
     CONTEXT_FIELDS,
     ENTRY_FIELDS,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from collector.pipeline.status_rules import (
+from collector.definitions.status_rules import (
     ACTIVITY,
     ASK,
     BLOCKED,

@@ -10,8 +10,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from collector.model.boundary import valid_time
 from collector.model.entry import event_id, hook_call_key
-from collector.pipeline.boundary import valid_time
 from collector.util.epoch import epoch_number_to_ns
 
 # Entry fields that carry the same facts, for entries built by the agent parsers.

@@ -34,14 +34,14 @@ import orjson
 
 from collector.definitions import AgentDefinition
 from collector.definitions.schema import kind_schema
+from collector.model.boundary import MAX_DEPTH, cut_below
+from collector.model.decode import loads
 from collector.model.raw import RawRecord
-from collector.pipeline.boundary import MAX_DEPTH, cut_below
 from collector.registry import Plugin
 from collector.sources.base import Item, Position, Scope, SourceStats
 from collector.sources.context import BuildContext, SourceBuilder
-from collector.sources.decode import loads
 from collector.sources.file_index import ScopedFiles
-from collector.sources.regular import NotRegular, open_regular, read_all
+from collector.util.regular import NotRegular, open_regular, read_all
 
 log = logging.getLogger(__name__)
 

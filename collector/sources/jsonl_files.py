@@ -27,14 +27,14 @@ from typing import Any
 from orjson import JSONDecodeError as _JSONDecodeError
 from orjson import loads as _loads
 
+from collector.model.boundary import strict_json_fits
+from collector.model.decode import loads
 from collector.model.raw import RawRecord
-from collector.pipeline.boundary import strict_json_fits
 from collector.sources.base import Item, Position, Scope, SourceStats
-from collector.sources.decode import loads
 from collector.sources.file_identity import FileIdentity, identify, tail_digest
 from collector.sources.file_index import ScopedFiles
 from collector.sources.line_reader import LineCursor, iter_lines
-from collector.sources.regular import NotRegular, open_regular
+from collector.util.regular import NotRegular, open_regular
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ LineDecoder = Callable[[bytes], Decoded]
 
 
 def decode_json_line(line: bytes) -> Decoded:
-    """A BOM is skipped and lone UTF-16 surrogates become U+FFFD (``collector.sources.decode``)."""
+    """A BOM is skipped and lone UTF-16 surrogates become U+FFFD (``collector.model.decode``)."""
     return loads(line), None
 
 

@@ -7,7 +7,7 @@ text (``payload`` null, ``payload_raw`` the text) and counted; it never costs th
 a payload that happens to close the envelope early (``1,"agent":"x"``) cannot change its fields.
 Lines in another layout (the daemon's own writer, an agent plugin that writes the spool) are parsed whole.
 A line ``{..., "dropped": "<reason>"}`` is the hook saying it gave up on an event: counted, not a record.
-As for every JSONL source (``collector.sources.decode``), a BOM before the line is skipped and lone UTF-16
+As for every JSONL source (``collector.model.decode``), a BOM before the line is skipped and lone UTF-16
 surrogate escapes in the payload become U+FFFD instead of costing the payload.
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from collector.sources.decode import BOM, loads
+from collector.model.decode import BOM, loads
 from collector.sources.jsonl_files import Decoded
 
 PAYLOAD_INVALID = "hook_payload_invalid"

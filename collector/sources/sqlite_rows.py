@@ -46,9 +46,9 @@ from collector.registry import Plugin
 from collector.sources.base import Item, Position, SourceStats
 from collector.sources.context import BuildContext, SourceBuilder
 from collector.sources.position_values import REFUSED, kind_of, usable_watermark
-from collector.sources.regular import NotRegular, check_regular
 from collector.sources.sqlite_pages import BusyError, TablePages, TableState, is_corrupt
 from collector.sources.sqlite_specs import TableSpec, table_specs
+from collector.util.regular import NotRegular, check_regular
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Epoch numbers of unknown unit to nanoseconds: seconds, milliseconds, microseconds or nanoseconds are
 told apart by their size (1e11 s is the year 5138; 1e14 ms and 1e17 us are the same instant). Whether the
-instant is plausible is the caller's question (``collector.pipeline.boundary.valid_time``)."""
+instant is plausible is the caller's question (``collector.model.boundary.valid_time``)."""
 
 from __future__ import annotations
 

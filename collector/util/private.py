@@ -40,7 +40,7 @@ class NotRegularFile(OSError):
 
 
 def file_kind(mode: int) -> str:
-    """What a non-regular file is, in words (also the sources' refusals, ``collector.sources.regular``)."""
+    """What a non-regular file is, in words (also the sources' refusals, ``collector.util.regular``)."""
     for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a device"),
                        (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
         if test(mode):

@@ -8,7 +8,7 @@ Only files exactly as shipped count: a digest of the schema and the document, th
 edited built-in file, a user override merged into one or another schema makes another digest, which is
 checked as before. ``tests/test_definition_verdicts.py`` proves the list matches the files; after
 changing one, write it again with ``scripts/ship_verdicts.py``
-(``collector.definitions.shipping`` makes the list).
+(``collector.cli.ship_verdicts`` makes the list).
 """
 
 from __future__ import annotations

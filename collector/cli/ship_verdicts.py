@@ -56,7 +56,7 @@ def _spec_digests(document: dict[str, Any], file: str) -> set[str]:
     """What ``collector.registry.Registry.configure`` checks for each plug-in spec of a definition."""
     import jsonschema
 
-    from collector.plugins import registries
+    from collector.daemon.plugins import registries
     from collector.registry import with_defaults
 
     regs = registries()

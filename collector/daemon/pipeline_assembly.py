@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 from collector.agents.registry import load_parser
 from collector.config import Config, ConfigError, agent_setting
+from collector.daemon.followed_paths import hook_path_fields
+from collector.daemon.session_state import SessionState
 from collector.definitions import AgentDefinition
-from collector.followed_paths import hook_path_fields
 from collector.paths import Paths
 from collector.pipeline.content_policy import (
     KEY_FILE,
@@ -29,7 +30,6 @@ from collector.pipeline.masking import Masker, MaskingRuleError, load_rules
 from collector.pipeline.processor import AgentSettings, Pipeline
 from collector.pipeline.quarantine import Quarantine, quarantine_dir
 from collector.pipeline.status import SessionStatusTracker
-from collector.session_state import SessionState
 
 log = logging.getLogger("collector")  # the daemon's lines, as the Service's
 

@@ -9,9 +9,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from collector.definitions.status_rules import AgentStatusRules
 from collector.pipeline.correlate import Correlator
 from collector.pipeline.status import SessionStatusTracker
-from collector.pipeline.status_rules import AgentStatusRules
 from collector.pipeline.turns import TurnMarker
 from collector.state.checkpoints import CheckpointStore, Commit, SessionRow
 

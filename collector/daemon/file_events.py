@@ -13,10 +13,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from collector.change_set import ChangeSet
 from collector.config import Config
+from collector.daemon.change_set import ChangeSet
+from collector.daemon.wake_filter import WakeFilter
 from collector.sources.base import Narrowable, Scope, Source
-from collector.wake_filter import WakeFilter
 
 log = logging.getLogger("collector")  # the daemon's lines, as the Service's
 

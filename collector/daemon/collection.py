@@ -1,5 +1,5 @@
 """The way of a batch in a cycle: read from a source, through the pipeline, to every exporter, then
-committed (``collector.delivery``); also the batches that wait (one an exporter refused, records and
+committed (``collector.daemon.delivery``); also the batches that wait (one an exporter refused, records and
 entries a ``quarantine retry`` asked for) and the entries the idle rule makes. The Service decides the
 order within a cycle (``Service.collect_once``)."""
 
@@ -13,15 +13,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from collector.config import Config
-from collector.delivery import Delivery
-from collector.event_counts import KEY as COUNTS_KEY
-from collector.event_counts import EventCounts
-from collector.followed_paths import FollowedPaths
-from collector.idle_rule import IdleRule
+from collector.daemon.delivery import Delivery
+from collector.daemon.event_counts import KEY as COUNTS_KEY
+from collector.daemon.event_counts import EventCounts
+from collector.daemon.followed_paths import FollowedPaths
+from collector.daemon.idle_rule import IdleRule
+from collector.daemon.session_state import SessionState
 from collector.model import RawRecord
 from collector.pipeline.processor import Pipeline
 from collector.pipeline.quarantine import DueEntry
-from collector.session_state import SessionState
 from collector.sources.base import Position, Source
 from collector.state.checkpoints import Commit
 
@@ -94,7 +94,7 @@ class Collection:
         return True
 
     def close_idle_sessions(self, result: CycleResult) -> None:
-        """The idle rule (``collector.idle_rule``): a lot of saved sessions at a time, each committed
+        """The idle rule (``collector.daemon.idle_rule``): a lot of saved sessions at a time, each committed
         before the next is loaded."""
         tracker = self.sessions.status
         if tracker is None:
@@ -132,7 +132,7 @@ class Collection:
 
     def _deliver(self, entries: list[dict[str, Any]], commit: Commit, result: CycleResult,
                  origins: Sequence[tuple[int, RawRecord]] = (), lines: Sequence[bytes] | None = None) -> bool:
-        """Every exporter must accept the batch before its positions move (``collector.delivery``)."""
+        """Every exporter must accept the batch before its positions move (``collector.daemon.delivery``)."""
         if self.delivery.deliver(entries, commit, origins, lines):
             return True
         result.blocked = self._blocked_reason()

@@ -3,7 +3,7 @@
 The work is estimated from the file sources that can say how many bytes lie past their checkpoints
 (``pending_bytes()``); sources that cannot (SQLite stores) count in records only. The same ``Meter``
 drives the progress line of ``collect --once`` and the progress a daemon reports to a ``collect --once``
-that handed it the work (``collector.handoff``)."""
+that handed it the work (``collector.daemon.handoff``)."""
 
 from __future__ import annotations
 

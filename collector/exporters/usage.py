@@ -70,7 +70,7 @@ class UsageStoreExporter:
     def export(self, batch: Sequence[Entry]) -> None:
         """A failing database (full, locked, unreadable) refuses the batch for later; an error an entry
         causes (a value SQLite cannot bind or store) is raised as is, so the delivery chain finds that
-        entry and quarantines it (``collector.delivery``) instead of holding the batch for ever."""
+        entry and quarantines it (``collector.daemon.delivery``) instead of holding the batch for ever."""
         store = self._open()
         try:
             store.add(batch)

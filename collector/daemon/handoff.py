@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from collector.backfill import Meter, ProgressState
+from collector.daemon.backfill import Meter, ProgressState
 from collector.sources.base import Source
 from collector.util.atomic import atomic_write
 from collector.util.private import private_dir

@@ -10,7 +10,7 @@ is logged and counted, and the batch goes on without that exporter. The only loo
 over time is the durable queue's (``collector.exporters.queue``).
 
 An exporter that *fails* on a batch (an unexpected exception, a bug: not an ``ExportError``) has failed on
-an entry: the batch is bisected until the entries it fails on alone are found (``collector.narrowing``);
+an entry: the batch is bisected until the entries it fails on alone are found (``collector.exporters.narrowing``);
 those go to the quarantine for that exporter (``poison``: with the record they came from, the exporter's
 name and the exception), every other entry is delivered, and the batch goes on. An environment error
 raised as is (``OSError``: a full disk, a permission) is not the data's doing: it holds the batch like a
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from collector.exporters.base import Entry, Exporter, ExportError
-from collector.narrowing import ENVIRONMENT, Narrowed, narrow, one_by_one
+from collector.exporters.narrowing import ENVIRONMENT, Narrowed, narrow, one_by_one
 from collector.pipeline.crash_guard import CrashGuard
 from collector.pipeline.quarantine import describe
 from collector.state.checkpoints import CheckpointStore, Commit, drop_unsavable

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from collector.pipeline.boundary import shape
+from collector.model.boundary import shape
 
 BOM = b"\xef\xbb\xbf"
 _SURROGATE = re.compile("[\ud800-\udfff]")

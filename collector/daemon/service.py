@@ -2,11 +2,11 @@
 
 One cycle reads every source to its current end in batches; each batch goes through the pipeline to
 every exporter, and only then are its positions (with the dedupe ids and exporter marks) committed
-(``collector.delivery``). ``collect_once`` runs one cycle. ``serve`` runs the cycles in one worker thread
+(``collector.daemon.delivery``). ``collect_once`` runs one cycle. ``serve`` runs the cycles in one worker thread
 (the *delivery* thread, with its own private event loop for the sources' async iterators) and keeps the
 asyncio loop of the daemon for I/O only: signals, file events (watchfiles), the ingest server, timers.
 File events and the poll interval wake the worker; the events name the files a cycle reads
-(``collector.file_events``). A batch an exporter refuses (a full disk) is held,
+(``collector.daemon.file_events``). A batch an exporter refuses (a full disk) is held,
 uncommitted, and offered again about once a second; nothing sleeps on the loop. SIGTERM/SIGINT stop the
 worker at the next batch boundary and shut the exporters down within a bounded time; a second signal
 exits at once.
@@ -33,39 +33,39 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from collector import __version__
-from collector.collection import Collection, CycleResult, Progress
 from collector.config import Config, agent_setting, load_for
+from collector.daemon.collection import Collection, CycleResult, Progress
+from collector.daemon.delivery import Delivery
+from collector.daemon.event_counts import KEY as COUNTS_KEY
+from collector.daemon.event_counts import EventCounts
+from collector.daemon.file_events import FileEvents
+from collector.daemon.followed_paths import FollowedPaths
+from collector.daemon.handoff import RequestDesk
+from collector.daemon.housekeeping import Housekeeping
+from collector.daemon.idle_rule import IdleRule
+from collector.daemon.instance_lock import AlreadyRunning, InstanceLock
+from collector.daemon.parts import DaemonPart
+from collector.daemon.pipeline_assembly import PipelineAssembly
+from collector.daemon.plugins import check_definition, load_agents
+from collector.daemon.session_state import SessionState
+from collector.daemon.status_file import STATUS_EVERY_S, StatusFile, pipeline_status
 from collector.definitions import AgentDefinition
 from collector.definitions.verdicts import FILE as VERDICTS_FILE
 from collector.definitions.verdicts import Verdicts
-from collector.delivery import Delivery
 from collector.deploy.choices import disabled_agents
-from collector.event_counts import KEY as COUNTS_KEY
-from collector.event_counts import EventCounts
 from collector.exporters.base import Exporter, shutdown_all
 from collector.exporters.queue import Backlog, QueuedExporter
 from collector.exporters.registry import ExporterContext, build_exporters
 from collector.external.agents import ExternalAgents, load_external
-from collector.file_events import FileEvents
-from collector.followed_paths import FollowedPaths
-from collector.handoff import RequestDesk
-from collector.housekeeping import Housekeeping
-from collector.idle_rule import IdleRule
-from collector.instance_lock import AlreadyRunning, InstanceLock
-from collector.parts import DaemonPart
 from collector.paths import Paths
 from collector.pipeline.crash_guard import CrashGuard
 from collector.pipeline.processor import Pipeline
 from collector.pipeline.status import SessionStatusTracker
-from collector.pipeline_assembly import PipelineAssembly
-from collector.plugins import check_definition, load_agents
-from collector.session_state import SessionState
 from collector.sources.base import Source
 from collector.sources.factory import BuildContext, build_sources
 from collector.sources.spool_writer import SpoolWriter
 from collector.state.checkpoints import CHECKPOINTS_FILE, CheckpointStore, KeyState
 from collector.state.rebuild import REBUILT_KEY, open_checkpoints
-from collector.status_file import STATUS_EVERY_S, StatusFile, pipeline_status
 from collector.util import private
 
 __all__ = ["AlreadyRunning", "CycleResult", "Progress", "Service"]
@@ -287,7 +287,7 @@ class Service:
         return result
 
     def housekeep(self, now: float | None = None) -> None:
-        """Apply ``[retention]`` (``collector.housekeeping``)."""
+        """Apply ``[retention]`` (``collector.daemon.housekeeping``)."""
         assert self._housekeeping is not None
         self._housekeeping.housekeep(self.sources, now)
 
@@ -382,7 +382,7 @@ class Service:
             self.stop()
 
     async def _cycle(self) -> CycleResult:
-        """One daemon cycle; it also answers the `collect --once` runs waiting for it (collector.handoff)."""
+        """One daemon cycle; it also answers the `collect --once` runs waiting for it (collector.daemon.handoff)."""
         tokens = self.requests.take()
         self._files.narrow(self.sources, everything=bool(tokens))
         meter = self.requests.meter(tokens, self.sources) if tokens else None
@@ -423,7 +423,7 @@ class Service:
         }
 
     def _write_status(self, force: bool = True) -> None:
-        """``status.json`` (``collector.status_file``): unless forced, at most once a second."""
+        """``status.json`` (``collector.daemon.status_file``): unless forced, at most once a second."""
         self._status_file.write(self.snapshot(), force)
 
 
