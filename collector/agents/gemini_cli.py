@@ -274,6 +274,8 @@ def _gemini(record: RawRecord, msg: dict[str, Any], msg_id: str, session: str | 
             **_usage(tokens.get("input"), tokens.get("output"), tokens.get("cached"), tokens.get("thoughts")),
         }
         entries.append(native_entry(record, "llm.response", time_ns, session, msg_id, attrs))
+    else:  # the model call cannot be told from a message without it: counted, the tool calls still read
+        entries += wrong_types(record, msg, {"tokens": dict}, "message ")
     calls = msg.get("toolCalls")
     entries += wrong_types(record, msg, {"toolCalls": list}, "message ")
     for call in calls if isinstance(calls, list) else []:
