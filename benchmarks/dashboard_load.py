@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from live_support import ThreadedIngest  # noqa: E402
+from support.live import ThreadedIngest  # noqa: E402
 
 AGENTS = {"claude-code": ("anthropic", ["claude-sonnet-4-5", "claude-opus-4-1", "claude-haiku-4-5"]),
           "codex": ("openai", ["gpt-5.5", "gpt-5-codex"]), "gemini-cli": ("gcp.gemini", ["gemini-2.5-pro"]),

@@ -1,4 +1,4 @@
-"""The long run of the single-field mutation fuzz (tests/test_fuzz_pipeline.py): N Hypothesis examples,
+"""The long run of the single-field mutation fuzz (tests/pipeline/test_fuzz_pipeline.py): N Hypothesis examples,
 each one hostile value in one field of one real fixture record of any agent, through the whole pipeline
 and the JSONL and OTLP exporters. Prints the examples run, the outcome and the time per example.
 
@@ -26,7 +26,7 @@ def main() -> int:
     # no per-test time limit: the suite's 600 s (pytest-timeout) cut a long run short and was reported as a
     # failing example (in the middle of whatever the example was doing)
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:logging",
-                           "--timeout=0", "--hypothesis-show-statistics", "tests/test_fuzz_pipeline.py"],
+                           "--timeout=0", "--hypothesis-show-statistics", "tests/pipeline/test_fuzz_pipeline.py"],
                           cwd=ROOT, env=env, capture_output=True, text=True)
     elapsed = time.monotonic() - started
     tail = [line for line in done.stdout.splitlines() if "passing" in line or "passed" in line or "failed" in line]

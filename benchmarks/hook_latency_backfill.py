@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from _claude_corpus import generate  # noqa: E402
 from _hook_sample import free_port  # noqa: E402
-from hook_posting import HookClient, post_hooks, pre_tool_use  # noqa: E402  (shared with the crash test)
+from support.hook_posting import HookClient, post_hooks, pre_tool_use  # noqa: E402  (shared with the crash test)
 
 
 def post_all(port: int, token: str, numbers: range, between: Callable[[], None] = lambda: None) -> list[float]:

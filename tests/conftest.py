@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from deploy_support import StateSlots
+    from support.deploy import StateSlots
 
     from collector.paths import Paths
 
@@ -34,7 +34,7 @@ def _isolated_agent_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytes
 def slots(env: tuple[Path, Paths]) -> Iterator[StateSlots]:
     """The daemon parts' checkpoint slots under the paths of the requesting module's own ``env`` fixture
     (a deploy test's home), closed after the test."""
-    from deploy_support import StateSlots
+    from support.deploy import StateSlots
 
     made = StateSlots(env[1])
     yield made

@@ -25,7 +25,7 @@ from support import (
     tool_pairs,
     truth_from_lines,
 )
-from waits import free_port, wait_listening
+from support.waits import free_port, wait_listening
 
 Entries = list[dict[str, Any]]
 # OpenCode and Kilo Code run a background `npm install` of plugin dependencies against the harness's dead

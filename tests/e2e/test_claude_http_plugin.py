@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from fake_llm import FakeLLMServer
 from harness import AgentHome, describe, run_scenario, write_agent_config
-from waits import free_port, wait_for
+from support.waits import free_port, wait_for
 
 from collector.definitions import load_definitions
 from collector.deploy import install_agent

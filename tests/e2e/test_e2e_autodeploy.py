@@ -19,7 +19,7 @@ from collector_e2e import collector, collector_env, data_dir, statuses_of
 from fake_llm import FakeLLMServer
 from harness import AgentHome, describe, run_scenario, write_agent_config
 from support import ROOT, read_output
-from waits import free_port, wait_for, wait_listening
+from support.waits import free_port, wait_for, wait_listening
 
 pytestmark = pytest.mark.e2e
 AGENT = "claude-code"

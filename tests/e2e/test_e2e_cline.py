@@ -42,7 +42,7 @@ from harness import (
     write_agent_config,
 )
 from support import read_output
-from waits import free_port
+from support.waits import free_port
 
 pytestmark = pytest.mark.e2e
 AGENT = "cline"

@@ -1,0 +1,147 @@
+"""The hostile-input sweep (issue 34), generated from every built-in definition: one mutation at a time of
+one field or column of one record of a real fixture home to another type (tests/support/sweep.py), then
+the real `collect --once`, twice. Each case asserts: both runs exit 0; no entry twice; every entry of the
+other records (present with and without the mutated record) delivered; and when entries of the mutated
+record are lost because its value now has another type (not null, which JSON writers use for "absent";
+not another value of the same type, which is a record of another kind, e.g. an event type the parser
+does not read), `status` names a cause (quarantine, a counted unreadable part or a source's count).
+
+Bounded for CI: ``SWEEP_CASES`` cases per definition (default 24), drawn with a fixed seed
+(``SWEEP_SEED``, default 34); ``SWEEP=all`` runs the whole matrix (every field of every record x every
+value; hours). A summary line per definition is printed (``-s`` shows it) and listed in docs/robustness.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.sweep import VALUES, Case, apply, case_paths, every_case, fixture_for, prepare, remove, sample, targets
+
+from collector.cli.main import main
+from collector.definitions import load_definitions
+
+DEFINITIONS = load_definitions().agents
+# entries the collector makes of a session as a whole (status, idle end, turn marks): not any one record's
+DERIVED = {"session.status", "session.end", "session.idle", "turn.end"}
+CAUSES_IN_SOURCES = ("malformed", "oversized", "refused_files", "errors", "text_not_utf8", "corrupt_rows",
+                     "payload_invalid", "dropped")
+SEED = int(os.environ.get("SWEEP_SEED", "34"))
+PER_DEFINITION = int(os.environ.get("SWEEP_CASES", "24"))
+
+
+def _collect(root: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[int, dict[str, Any]]:
+    paths = case_paths(root)
+    monkeypatch.setenv("AGENT_COLLECTOR_DATA_DIR", str(paths.data_dir))
+    monkeypatch.setenv("AGENT_COLLECTOR_CONFIG_DIR", str(paths.config_dir))
+    monkeypatch.setenv("HOME", str(paths.home))
+    rc = main(["collect", "--once", "--home", str(paths.home), "-q"])
+    status = json.loads((paths.state_dir / "status.json").read_text())
+    return rc, status
+
+
+def _entries(root: Path) -> list[dict[str, Any]]:
+    out = []
+    for file in sorted((root / "output").glob("activity-*.jsonl")):
+        out += [json.loads(line) for line in file.read_bytes().splitlines() if line.strip()]
+    return out
+
+
+def _ids(entries: list[dict[str, Any]]) -> set[str]:
+    return {e["event.id"] for e in entries if e["event.name"] not in DERIVED}
+
+
+def _names(entries: list[dict[str, Any]]) -> Counter[str]:
+    return Counter(e["event.name"] for e in entries if e["event.name"] not in DERIVED)
+
+
+def _causes(status: dict[str, Any], entries: list[dict[str, Any]]) -> list[str]:
+    found = []
+    if (status.get("quarantine") or {}).get("records"):
+        found.append("quarantine")
+    pipeline = status.get("pipeline") or {}
+    found += [k for k in ("unreadable", "truncated", "times_replaced") if pipeline.get(k)]
+    if pipeline.get("parse_errors"):
+        found.append("parse_errors")
+    for name, source in (status.get("sources") or {}).items():
+        found += [f"{name}.{k}" for k in CAUSES_IN_SOURCES if isinstance(source.get(k), int) and source[k] > 0]
+    if any(k in e for e in entries for k in ("collector.invalid_fields", "collector.time_replaced",
+                                              "collector.truncated")):
+        found.append("entry flags")
+    return found
+
+
+def _check(case: Case, fixture: Path, tmp: Path, full: list[dict[str, Any]],
+           monkeypatch: pytest.MonkeyPatch, outcomes: Counter[str]) -> str | None:
+    """None when the case holds, else what went wrong; ``outcomes`` counts what each case came to."""
+    without = prepare(fixture, tmp / "without")
+    remove(case.target, without)
+    _collect(without, monkeypatch)
+    neighbours = _ids(full) & _ids(_entries(without))
+    root = prepare(fixture, tmp / "mutated")
+    try:
+        apply(case, root)
+    except sqlite3.DatabaseError:  # the agent's schema refuses it (a CHECK, json_valid): it cannot occur
+        outcomes["refused by the agent's schema"] += 1
+        return None
+    causes: list[str] = []
+    for run in (1, 2):
+        rc, status = _collect(root, monkeypatch)
+        if rc != 0:
+            return f"run {run} exited {rc}"
+        causes += _causes(status, [])  # each run counts what it met (a second run meets nothing new)
+    entries = _entries(root)
+    counted = Counter(e["event.id"] for e in entries)
+    twice = sorted(i for i, n in counted.items() if n > 1)
+    if twice:
+        return f"{len(twice)} entries twice, e.g. {twice[0]}"
+    missing = neighbours - set(counted)
+    if missing:
+        return f"{len(missing)} neighbour entries lost, e.g. {sorted(missing)[0]}"
+    lost = _names(full) - _names(entries)
+    if lost and case.wrong_type and not causes + _causes({}, entries):
+        return f"entries of the mutated record lost with no cause in status: {dict(lost)}"
+    outcomes["its entries intact" if not lost else "its entries lost, cause in status" if case.wrong_type
+             else "a record of another kind (same type), its entries not read"] += 1
+    return None
+
+
+@pytest.mark.parametrize("agent", sorted(DEFINITIONS))
+def test_sweep(agent: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    defn = DEFINITIONS[agent]
+    started = time.monotonic()
+    failures: list[str] = []
+    outcomes: Counter[str] = Counter()
+    fields: set[tuple[Any, ...]] = set()
+    run = 0
+    sources = [s for s in defn.sources if s["kind"] in ("spool", "jsonl", "json_file", "sqlite")]
+    assert sources, f"{agent}: no source the sweep knows"
+    for source in sources:
+        fixture = fixture_for(defn, source)
+        assert fixture is not None, (f"{agent}: no fixture home has a file for its source {source['name']!r}: "
+                                     f"a definition without one fails the sweep")
+        fresh = prepare(fixture, tmp_path / "fresh")  # what the sources find (a run consumes the spool)
+        found = targets(defn, source, case_paths(fresh), fresh)
+        base = prepare(fixture, tmp_path / "base")
+        _collect(base, monkeypatch)
+        full = _entries(base)
+        assert found, f"{agent}: source {source['name']!r} reads nothing in {fixture}"
+        fields |= {(source["name"], t.table, t.column, tuple(str(p) for p in t.path)) for t in found}
+        share = max(1, PER_DEFINITION // len(sources))
+        cases = every_case(found) if os.environ.get("SWEEP") == "all" else sample(found, share, SEED + run)
+        for case in cases:
+            run += 1
+            problem = _check(case, fixture, tmp_path / f"case{run}", full, monkeypatch, outcomes)
+            if problem:
+                failures.append(f"{case.describe()}: {problem}")
+    took = time.monotonic() - started
+    print(f"\nsweep {agent}: {run} cases over {len(sources)} sources ({len(fields)} fields), {len(VALUES)} "
+          f"kinds of value, {len(failures)} failed, {took:.1f} s; " + ", ".join(f"{k} {n}" for k, n in
+                                                                          sorted(outcomes.items())))
+    assert not failures, "\n".join(failures)

@@ -1,0 +1,99 @@
+"""The layer rule of docs/architecture.md, checked on the source: a package (or root module) of
+`collector/` imports only those of lower layers, never one of its own layer or a higher one. Every import
+counts: at the top, inside a function, under TYPE_CHECKING, and of a package's face (`__init__`).
+Within a package, no module imports the package's own face (while the face imports that module, what it
+defines is not there yet: `collector.deploy` had three such loops)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2] / "collector"
+
+# lowest first; a unit may import the units of the layers before its own
+LAYERS: list[tuple[str, ...]] = [
+    ("__init__",),  # the version and the schema version
+    ("util",),
+    ("model", "paths", "registry"),
+    ("definitions", "state"),
+    ("config",),
+    ("sources",),
+    ("agents",),
+    ("pipeline",),
+    ("usage",),
+    ("exporters",),
+    ("external", "ingest"),
+    ("deploy",),
+    ("daemon",),
+    ("dashboard", "doctor"),
+    ("cli",),
+    ("__main__",),
+]
+LAYER = {unit: n for n, units in enumerate(LAYERS) for unit in units}
+
+
+def _unit(module: str) -> str:
+    """``collector.sources.decode`` -> ``sources``; ``collector.paths`` -> ``paths``; ``collector`` -> ``__init__``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _module_of(path: Path) -> str:
+    parts = path.relative_to(ROOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_module(path: Path) -> bool:
+    return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
+
+
+def _imports(path: Path) -> Iterator[tuple[int, str]]:
+    """(line, module) of each import of a collector module; ``from collector import x`` names ``collector.x``."""
+    package = _module_of(path) if path.name == "__init__.py" else _module_of(path).rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            yield from ((node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "collector")
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from the package, one level up per dot after the first
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+            if base == "collector":  # a root module, or a name the root's face defines
+                yield from ((node.lineno, f"collector.{a.name}" if _is_module(ROOT / a.name) else "collector")
+                            for a in node.names)
+            elif base.startswith("collector."):
+                yield node.lineno, base
+
+
+def test_every_unit_has_a_layer() -> None:
+    units = {p.stem if p.suffix == ".py" else p.name for p in ROOT.iterdir()
+             if (p.suffix == ".py" or (p / "__init__.py").exists())}
+    assert units - set(LAYER) == set(), "a new package or root module: give it a layer here and in the doc"
+    assert set(LAYER) - units == set(), "a layer names what is not there"
+
+
+def test_no_unit_imports_its_own_layer_or_a_higher_one() -> None:
+    wrong = []
+    for path in sorted(ROOT.rglob("*.py")):
+        source = _unit(_module_of(path)) if path.parent != ROOT else path.stem
+        for line, module in _imports(path):
+            target = _unit(module)
+            if target != source and LAYER[target] >= LAYER[source]:
+                wrong.append(f"{path.relative_to(ROOT.parent)}:{line} ({source}) imports {module} ({target})")
+    assert wrong == []
+
+
+def test_no_module_imports_its_own_package_face() -> None:
+    """``from collector.deploy import engine`` in a module of collector.deploy goes through the face, which
+    may be importing that very module: a sibling is imported by its own name (``import
+    collector.deploy.engine as engine``, ``from collector.deploy.engine import ...``)."""
+    wrong = []
+    for path in sorted(ROOT.rglob("*.py")):
+        if path.name == "__init__.py" or path.parent == ROOT:
+            continue
+        face = _module_of(path).rpartition(".")[0]
+        wrong += [f"{path.relative_to(ROOT.parent)}:{line} imports {module}"
+                  for line, module in _imports(path) if module == face]
+    assert wrong == []
