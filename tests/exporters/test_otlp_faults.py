@@ -162,7 +162,8 @@ def test_kill_9_while_queued_then_restart_delivers(tmp_path: Path) -> None:
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "queued 500"
-        time.sleep(0.3)  # let the delivery threads fail a few times and persist half-built turns
+        # the delivery threads failed a few times (and persisted half-built turns): kill it then
+        assert proc.stdout.readline().strip() == "failed"
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)

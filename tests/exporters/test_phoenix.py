@@ -172,7 +172,12 @@ def test_phoenix_receives_the_fixture_session_traces(phoenix: str, tmp_path: Pat
     assert token_sum(spans, "gen_ai.usage.output_tokens") == sum(t[1] * n for t, n in truth.items())
     # a second send (a replay after a crash) creates no second trace
     send_traces(entries, phoenix, tmp_path / "export2")
-    time.sleep(1.0)
+    # then another session's traces, and once Phoenix shows them it has taken the replay sent before
+    marker_case = FIXTURES / "claude-code" / "tool_then_answer"
+    marker = json.loads((marker_case / "expected.json").read_text())
+    send_traces(collect(prepare_fixture(marker_case, tmp_path / "marker")), phoenix, tmp_path / "export3")
+    marker_ids = {f"{trace_id_for('claude-code', marker['sessions'][0], t):032x}" for t in marker["turns"]}
+    assert wait_for_spans(phoenix, marker_ids, 1), "the marker session's traces reached Phoenix"
     again = [s for s in phoenix_spans(phoenix) if s["context"]["trace_id"] in trace_ids]
     assert {s["context"]["span_id"] for s in again} == {s["context"]["span_id"] for s in spans}
 

@@ -2,7 +2,8 @@
 and then waits to be killed; or, with ``--deliver``, only starts the exporters and waits until the queues
 left by a previous (killed) run are delivered, then prints the stats as JSON and exits.
 
-    python otlp_kill_driver.py DATA_DIR ENDPOINT COUNT      # prints "queued COUNT", then sleeps
+    python otlp_kill_driver.py DATA_DIR ENDPOINT COUNT      # prints "queued COUNT", then "failed" once
+                                                            # every queue failed to send 3 times; sleeps
     python otlp_kill_driver.py DATA_DIR ENDPOINT --deliver  # prints the stats once everything went out
 """
 
@@ -71,6 +72,10 @@ def main() -> int:
         for exporter in exporters:
             exporter.export(batch)
     print(f"queued {count}", flush=True)
+    deadline = time.monotonic() + 60  # the backend is down: each queue fails and backs off (0.05-0.2 s)
+    while any(e.stats()["failures"] < 3 for e in exporters) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    print("failed" if all(e.stats()["failures"] >= 3 for e in exporters) else "never failed", flush=True)
     time.sleep(3600)
     return 0
 
