@@ -55,6 +55,7 @@ class CollectorSection:
     seen_retention_days: int
     sessions_in_memory: int
     once_stall_s: float  # collect --once: how long delivery may make no progress before it stops waiting
+    stop_timeout_s: float = 2.5  # on a stop: how long the exporters may take to send what is queued
 
 
 @dataclass(slots=True)

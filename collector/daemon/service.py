@@ -75,7 +75,6 @@ log = logging.getLogger("collector")
 T = TypeVar("T")
 RETRY_HELD_S = 1.0  # how often a batch an exporter refused is offered again
 WORKER_JOIN_S = 1.5  # how long a stop waits for the worker to reach a batch boundary
-EXPORTERS_SHUTDOWN_S = 2.5  # budget for every exporter's shutdown together (queues drain meanwhile)
 END_LIMIT_S = 600.0  # collect --once: stop waiting for delivery after this long in all (see once_stall_s)
 
 
@@ -184,7 +183,7 @@ class Service:
         return [b for b in left if not b.empty]
 
     def shutdown(self) -> None:
-        shutdown_all(self.exporters, EXPORTERS_SHUTDOWN_S)
+        shutdown_all(self.exporters, self.config.collector.stop_timeout_s)  # queues drain meanwhile
         self.spool_writer.close()
         self._write_status()
         if self._guard is not None:

@@ -159,9 +159,11 @@ def test_full_disk_sigterm_then_space_returns(tmp_path: Path, tiny_disk: Path) -
 
 
 @contextlib.contextmanager
-def daemon_with_a_silent_backend(tmp_path: Path, stderr: int) -> Iterator[subprocess.Popen[bytes]]:
+def daemon_with_a_silent_backend(tmp_path: Path, stderr: int,
+                                 stop_timeout_s: float = 2.5) -> Iterator[subprocess.Popen[bytes]]:
     """A real daemon whose OTLP backend accepts connections and never answers (300 s timeout), once
-    entries wait in its queue; killed afterwards if it still runs."""
+    entries wait in its queue; killed afterwards if it still runs. ``stop_timeout_s``: how long its
+    exporters may take to drain on a stop."""
     write_spool(tmp_path / "data" / "spool" / "claude-code")
     home = tmp_path / "home"
     home.mkdir()
@@ -173,7 +175,7 @@ def daemon_with_a_silent_backend(tmp_path: Path, stderr: int) -> Iterator[subpro
                "AGENT_COLLECTOR_CONFIG_DIR": str(tmp_path / "cfg"), "AGENT_COLLECTOR_INGEST__ENABLED": "false",
                "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{silent.getsockname()[1]}",
                "OTEL_EXPORTER_OTLP_TIMEOUT": "300", "OTEL_METRICS_EXPORTER": "none",
-               "OTEL_TRACES_EXPORTER": "none"}
+               "OTEL_TRACES_EXPORTER": "none", "AGENT_COLLECTOR_COLLECTOR__STOP_TIMEOUT_S": str(stop_timeout_s)}
         proc = subprocess.Popen([sys.executable, "-m", "collector", "run", "--home", str(home), "--output",
                                  str(tmp_path / "out")], env=env, stdout=subprocess.DEVNULL, stderr=stderr)
         try:
@@ -188,9 +190,10 @@ def daemon_with_a_silent_backend(tmp_path: Path, stderr: int) -> Iterator[subpro
 
 def test_second_signal_exits_at_once(tmp_path: Path) -> None:
     """Stopping waits (bounded) for the OTLP queue to drain to a backend that never answers; a second
-    SIGTERM does not wait for that. (A backend that refuses connections lets the drain give up at once,
-    and the first stop could then finish before the second signal is sent.)"""
-    with daemon_with_a_silent_backend(tmp_path, subprocess.PIPE) as proc:
+    SIGTERM does not wait for that. The first stop may wait 120 s here, so that on a loaded machine it
+    cannot end on its own before the second signal is sent. (A backend that refuses connections lets the
+    drain give up at once.)"""
+    with daemon_with_a_silent_backend(tmp_path, subprocess.PIPE, stop_timeout_s=120) as proc:
         stopping = threading.Event()
 
         def drain() -> None:  # keep reading: a full pipe must not be what holds the daemon
@@ -203,7 +206,7 @@ def test_second_signal_exits_at_once(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGTERM)
         assert stopping.wait(10), "the first SIGTERM was not taken"
         proc.send_signal(signal.SIGTERM)
-        proc.wait(3)
+        proc.wait(30)  # far less than the 120 s the first stop may take
         # 128+15 from our handler; -15 if it came in the instant the loop's handler was being swapped
         # for the plain one (asyncio restores the default action in between): either way, at once.
         assert proc.returncode in (128 + signal.SIGTERM, -signal.SIGTERM)
