@@ -10,7 +10,10 @@ A record is the object itself (a line of a ``jsonl`` source, a ``command`` sourc
 ``schemas/activity-event.schema.json``: one of the wrong type is dropped and named in
 ``collector.invalid_fields``; a record the schema refuses as a whole (no known ``event.name``, a
 ``tool.call`` without ``gen_ai.tool.call.id``) raises, so the pipeline counts and quarantines it. Fields
-the schema does not know are kept under ``agent.<agent id>.<field>``.
+the schema does not know are kept under ``agent.<agent id>.<field>`` (left out of the exports unless
+``export_agent_fields`` is on). LoongSuite Pilot's records are read as written: its string nanoseconds,
+its field names where ours differ (``gen_ai.tool.call.duration`` is ``duration_ms``), its event names.
+A time field that holds no time is named in ``collector.invalid_fields``.
 
 Ids are deterministic: ``event.id`` given by the record (any string, e.g. the plugin's own id) is hashed
 with the agent, session and event name; without one, the record's content is. The same record read twice
@@ -29,7 +32,9 @@ from collector.agents.common import iso_to_ns
 from collector.model import AgentActivityEntry, RawRecord, event_id
 from collector.model.boundary import Refused
 from collector.model.entry import EVENT_NAMES, payload_digest
+from collector.model.pilot_names import PROMPT_DELTA, from_pilot
 from collector.paths import bundled_schema
+from collector.util.epoch import epoch_number_to_ns
 
 if TYPE_CHECKING:
     import jsonschema
@@ -68,27 +73,68 @@ def _field_validator(key: str) -> jsonschema.protocols.Validator | None:
 
 
 def parse(record: RawRecord) -> list[AgentActivityEntry]:
-    data = record.data.get("payload") if record.kind == "hook" else record.data
-    if not isinstance(data, dict):
+    given = record.data.get("payload") if record.kind == "hook" else record.data
+    if not isinstance(given, dict):
         raise NotCanonical("the record is not a JSON object")
-    name = data.get("event.name")
+    name = given.get("event.name")
     if name not in EVENT_NAMES:
         raise NotCanonical("event.name is missing or not one of the schema's events")
+    name, data = _pilot_record(str(name), given)
     session = data.get("gen_ai.session.id")
     session = str(session) if isinstance(session, (str, int)) and not isinstance(session, bool) and session != "" \
         else None
     attrs, extra = _split(data, record.agent)
     attrs["source.kind"] = record.kind
     attrs.update(extra)
-    time_ns = iso_to_ns(data.get("time_unix_nano")) or iso_to_ns(data.get("time")) or _envelope_time(record)
+    time_ns, bad_time = _time(data)
+    if bad_time:
+        attrs["collector.invalid_fields"] = [*attrs.get("collector.invalid_fields", ()), *bad_time]
+    time_ns = time_ns or _envelope_time(record)
     native = data.get("event.id")
     key = f"id:{native}" if isinstance(native, (str, int)) and not isinstance(native, bool) else \
-        f"content:{payload_digest(data)}"
+        f"content:{payload_digest(given)}"
     entry = AgentActivityEntry(name=str(name), agent=record.agent, time_ns=time_ns or record.observed_ns,
                                observed_ns=record.observed_ns, id=event_id(record.agent, session, name, key),
                                session_id=session, attributes=attrs)
     _check_whole(entry)
     return [entry]
+
+
+def _pilot_record(name: str, data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """LoongSuite Pilot's record read as ours: its field names where they differ (``collector.model.
+    pilot_names``), and an ``other`` carrying the user's input (``gen_ai.input.messages`` or Pilot's
+    ``gen_ai.input.messages_delta``: how Pilot writes a turn's prompt) as the ``user.prompt`` it is."""
+    data = from_pilot(data, name)
+    if name == "other" and (PROMPT_DELTA in data or "gen_ai.input.messages" in data):
+        name = "user.prompt"
+        data = {**data, "event.name": name}
+        if "gen_ai.input.messages" not in data:
+            data["gen_ai.input.messages"] = data.pop(PROMPT_DELTA)
+    return name, data
+
+
+def _time(data: dict[str, Any]) -> tuple[int | None, list[str]]:
+    """(the record's time in nanoseconds, a note per time field present that is not a time). A field holds
+    a number, a string of digits (Pilot writes ``"1778586618041000000"``) or, ``time`` and
+    ``time_unix_nano`` alike, RFC 3339; numbers are seconds, ms, us or ns by their size."""
+    notes: list[str] = []
+    for key in ("time_unix_nano", "time"):
+        value = data.get(key)
+        if value is None:
+            continue
+        ns = _epoch_digits(value) if isinstance(value, str) else None
+        ns = ns or iso_to_ns(value)
+        if ns is not None:  # one before 1970 is the boundary's to replace (collector.time_replaced)
+            return ns, notes
+        notes.append(f"{key}: must be a time (epoch nanoseconds, a string of digits or RFC 3339)")
+    return None, notes
+
+
+def _epoch_digits(value: str) -> int | None:
+    text = value.strip()
+    if not (0 < len(text) <= 20 and text.isascii() and text.isdigit()):
+        return None
+    return epoch_number_to_ns(int(text))
 
 
 def _split(data: dict[str, Any], agent: str) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -46,11 +46,13 @@ STRING_FIELDS = frozenset({
     "tool.approve.decision", "error.type", "gen_ai.subagent.type", "gen_ai.subagent.parent_tool_call.id",
     "gen_ai.subagent.id", "gen_ai.session.parent.id", "session.source", "session.reason", "prompt.origin",
     "compaction.trigger", "workspace.path", "source.kind", "agent.hook_event_name", "agent.model", "error.message",
+    "gen_ai.skill.name", "gen_ai.skill.id", "gen_ai.skill.description", "gen_ai.skill.version",
 })
 COUNT_FIELDS = frozenset({
     "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens", "gen_ai.usage.cache_read.input_tokens",
     "gen_ai.usage.cache_creation.input_tokens", "gen_ai.usage.reasoning_tokens", "gen_ai.usage.total_tokens",
     "gen_ai.request.max_tokens", "compaction.pre_tokens", "http.response.status_code",
+    "gen_ai.response.time_to_first_token",
 })
 NUMBER_FIELDS = frozenset({"gen_ai.usage.cost_usd", "duration_ms"})
 ENUM_FIELDS: dict[str, frozenset[str | None]] = {
@@ -65,7 +67,7 @@ LIST_FIELDS = frozenset({"gen_ai.input.messages", "gen_ai.output.messages"})
 # Fields an event cannot do without (the schema's conditional requirements).
 REQUIRED_BY_EVENT = {
     "tool.call": ("gen_ai.tool.call.id",),
-    "tool.result": ("gen_ai.tool.call.id", "tool.result.status"),
+    "tool.result": ("gen_ai.tool.call.id",),  # tool.result.status is optional (Pilot's records have none)
     "session.status": ("session.status",),
 }
 OURS = frozenset({"schema.version", "event.id", "event.name", "time_unix_nano", "observed_time_unix_nano"})

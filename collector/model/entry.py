@@ -28,6 +28,8 @@ EVENT_NAMES = (
     "compaction",
     "session.status",
     "error",
+    "skill.use",  # LoongSuite Pilot's: a skill, extension or capability invocation (gen_ai.skill.*)
+    "other",  # LoongSuite Pilot's: an event none of the others names
 )
 
 # Fields that can carry what the user or the model wrote. The content policy drops them unless content

@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 
+from collector.model.pilot_names import from_pilot_output
 from collector.usage.store import UsageStore
 
 log = logging.getLogger(__name__)
@@ -86,7 +87,7 @@ def _entries(files: list[Path], done: Rebuilt) -> Iterator[dict[str, Any]]:
                 done.bad_lines += 1
                 continue
             if isinstance(entry, dict) and isinstance(entry.get("event.id"), str):
-                yield entry
+                yield from_pilot_output(entry)  # the output may use Pilot's names ([jsonl] field_names)
             else:
                 done.bad_lines += 1
 
