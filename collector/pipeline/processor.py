@@ -10,7 +10,7 @@ Nothing here knows a particular agent; parsers are looked up by the record's age
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -21,6 +21,7 @@ from collector.model import AgentActivityEntry, RawRecord
 from collector.model.boundary import check_entry, check_record
 from collector.model.entry import UNREADABLE
 from collector.model.raw import TRUNCATED
+from collector.pipeline.attributes import EntryStamper
 from collector.pipeline.content_policy import ContentPolicy
 from collector.pipeline.correlate import Correlator
 from collector.pipeline.crash_guard import CrashGuard
@@ -97,6 +98,7 @@ class Pipeline:
         masker: Masker | None = None,
         guard: CrashGuard | None = None,
         workspaces: WorkspaceRoots | None = None,
+        stampers: Sequence[EntryStamper] = (),
     ) -> None:
         self.agents = agents
         self.resource = resource
@@ -113,6 +115,8 @@ class Pipeline:
         self.guard = guard  # names the record being processed, for the next start if this process dies
         self._encoded: dict[int, bytes] = {}  # id(entry) -> its JSON, for the entries of the batch in hand
         self.workspaces = workspaces if workspaces is not None else WorkspaceRoots()
+        # after workspace.root, in order: git attributes, custom attributes (collector.pipeline.attributes)
+        self.stampers = tuple(stampers)
 
     def process(self, records: Iterable[RawRecord]) -> Output:
         """Every record is processed on its own guard: one that fails at any stage goes to the quarantine
@@ -191,6 +195,14 @@ class Pipeline:
                 log.warning("%s entry %s dropped at %s: %r", entry.get("event.name"), entry.get("event.id"),
                             self._stage, exc)
         self._encoded = {}  # few entries: the exporters encode them themselves
+        return out
+
+    def attribute_problems(self) -> dict[str, int]:
+        """What the stamps refused or could not read, per reason (a stamp's ``problems``, if it has them)."""
+        out: dict[str, int] = {}
+        for stamper in self.stampers:
+            for reason, count in getattr(stamper, "problems", {}).items():
+                out[reason] = out.get(reason, 0) + count
         return out
 
     def retry_quarantined(self) -> Due:
@@ -290,6 +302,9 @@ class Pipeline:
         if settings and settings.provider and _calls_the_model(entry):
             entry.setdefault("gen_ai.provider.name", settings.provider)
         self.workspaces.apply(entry)
+        self._stage = "attributes"
+        for stamper in self.stampers:
+            stamper.apply(entry)
         self._stage = "correlate"
         self.correlator.apply(entry)
         self._stage = "turns"
