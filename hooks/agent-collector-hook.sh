@@ -8,7 +8,14 @@
 # bash, which costs one more process start.)
 #
 # Line written to <spool-dir>/<agent>/<agent>-YYYY-MM-DD.jsonl (UTC day):
-#   {"ts":<epoch s.fraction>,"agent":"<id>","event":"<EventName>","payload":<payload text>}
+#   {"ts":<epoch s.fraction>,"agent":"<id>","event":"<EventName>"[,"attributes":"<text>"][,"traceparent":"<text>"],"payload":<payload text>}
+# - "attributes" is $AGENT_COLLECTOR_ATTRIBUTES ("key=value,key=value": per-invocation attributes the
+#   daemon stamps on every entry of the session) and "traceparent" is $TRACEPARENT (W3C trace context of
+#   the program that started the agent), both from the agent's environment and only when set: copied as
+#   they are when they fit (attributes <= 1024 bytes with no control character, quote or backslash;
+#   traceparent <= 128 bytes of lowercase hex digits and dashes), else written as false, which the
+#   daemon reads into the spool envelope (collector/sources/spool_lines.py; the pipeline does not stamp
+#   them on entries yet);
 # - the payload text is the input as it came, with newlines and CRs turned into spaces (valid JSON has
 #   them only between tokens); it is NOT checked here: the daemon parses every spool line anyway and
 #   keeps a payload that is not valid JSON as a string ("payload_raw"), counted, without touching the
@@ -128,6 +135,25 @@ if [ -z "${BASH_VERSION:-}" ] || [ -z "${EPOCHREALTIME:-}" ]; then
     fi
   }
 
+  posix_context() {  # the invocation attributes and trace context (see the top), as JSON strings or false
+    v=${AGENT_COLLECTOR_ATTRIBUTES-}
+    if [ -n "$v" ]; then
+      case $v in
+        *[[:cntrl:]\"\\]*) v=false ;;
+        *) if [ "${#v}" -le 1024 ]; then v="\"$v\""; else v=false; fi ;;
+      esac
+      head="$head,\"attributes\":$v"
+    fi
+    v=${TRACEPARENT-}
+    if [ -n "$v" ]; then
+      case $v in
+        *[!0-9a-f-]*) v=false ;;
+        *) if [ "${#v}" -le 128 ]; then v="\"$v\""; else v=false; fi ;;
+      esac
+      head="$head,\"traceparent\":$v"
+    fi
+  }
+
   posix_main() {
     [ $# -ge 3 ] || return 0
     agent=$1 event=$2 spool=$3
@@ -143,6 +169,7 @@ if [ -z "${BASH_VERSION:-}" ] || [ -z "${EPOCHREALTIME:-}" ]; then
     [ -d "$dir" ] || mkdir -p "$dir" || return 0
     target="$dir/$agent-$day.jsonl"
     head="{\"ts\":$ts,\"agent\":\"$agent\",\"event\":\"$event\""
+    posix_context
 
     payload=$(read_payload "$@")
     case $? in
@@ -233,6 +260,19 @@ write_stream() {  # a big payload never enters bash: the rest of stdin goes thro
   wait "$writer"
 }
 
+context() {  # the invocation attributes and trace context (see the top), as JSON strings or false
+  local v=${AGENT_COLLECTOR_ATTRIBUTES-}
+  if [[ -n $v ]]; then
+    if ((${#v} > 1024)) || [[ $v == *[[:cntrl:]\"\\]* ]]; then v=false; else v="\"$v\""; fi
+    head+=",\"attributes\":$v"
+  fi
+  v=${TRACEPARENT-}
+  if [[ -n $v ]]; then
+    if ((${#v} > 128)) || [[ $v == *[!0-9a-f-]* ]]; then v=false; else v="\"$v\""; fi
+    head+=",\"traceparent\":$v"
+  fi
+}
+
 bash_main() {
   (($# >= 3)) || return 0
   local agent=$1 event=$2 spool=$3 ts day dir payload
@@ -249,6 +289,7 @@ bash_main() {
   [[ -d $dir ]] || mkdir -p "$dir" || return 0
   target=$dir/$agent-$day.jsonl
   head="{\"ts\":$ts,\"agent\":\"$agent\",\"event\":\"$event\""
+  [[ -n ${AGENT_COLLECTOR_ATTRIBUTES-}${TRACEPARENT-} ]] && context
 
   trap 'drop timeout' ALRM
   trap 'drop signal' TERM INT HUP

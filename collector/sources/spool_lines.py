@@ -5,6 +5,9 @@ The hook script does not check the payload it appends (that check was the slow p
 cut at that fixed prefix and only the payload is parsed. A payload that is not valid JSON is kept as
 text (``payload`` null, ``payload_raw`` the text) and counted; it never costs the lines around it, and
 a payload that happens to close the envelope early (``1,"agent":"x"``) cannot change its fields.
+The agent's invocation attributes and trace context, when the hook found them in its environment, come
+between the event and the payload (``"attributes"``, ``"traceparent"``: a string or false) and are kept
+in the envelope as they are (no pipeline step reads them yet).
 Lines in another layout (the daemon's own writer, an agent plugin that writes the spool) are parsed whole.
 A line ``{..., "dropped": "<reason>"}`` is the hook saying it gave up on an event: counted, not a record.
 As for every JSONL source (``collector.model.decode``), a BOM before the line is skipped and lone UTF-16
@@ -28,8 +31,10 @@ _PREFIX = re.compile(
     rb'\{"ts":(-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?),'
     rb'"agent":"([A-Za-z0-9._:-]+)",'
     rb'"event":(?:"([A-Za-z0-9._:-]*)"|null),'
+    rb'((?:"(?:attributes|traceparent)":(?:"[^"\\\x00-\x1f]*"|false),)*)'  # the agent's context, if set
     rb'"payload":'
 )
+CONTEXT_KEYS = ("attributes", "traceparent")  # hook fields from the agent's environment (the hook's top)
 _LEGACY_KEYS = {"ts", "agent", "event", "payload", "payload_raw"}  # the hook before it stopped checking
 
 
@@ -46,6 +51,8 @@ def decode_spool_line(line: bytes) -> Decoded:
         "agent": match[2].decode(),
         "event": None if match[3] is None else match[3].decode(),
     }
+    if match[4]:  # only plain strings (no quote, backslash or control byte) or false: JSON as it stands
+        envelope.update(orjson.loads(b"{" + match[4][:-1].decode("utf-8", "replace").encode() + b"}"))
     body = line[match.end() : end - 1].strip()
     if not body:
         envelope["payload"] = None
