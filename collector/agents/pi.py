@@ -1,9 +1,11 @@
-"""pi (``@mariozechner/pi-coding-agent``): lines of pi's session files and lines our extension
+"""pi (``@mariozechner/pi-coding-agent``) and its fork Oh My Pi (``@oh-my-pi/pi-coding-agent``, same
+session format, same extension API): lines of their session files and lines our extension
 (``integrations/pi/agent-collector.ts``) appends to the spool.
 
 The session file ``<agent dir>/sessions/--<cwd>--/<timestamp>_<session id>.jsonl`` is a tree of entries
-(``{type, id, parentId, timestamp, ...}``) after a ``session`` header; no line but the header names the
-session, so the id comes from the file name. ``message`` entries hold pi's messages:
+(``{type, id, parentId, timestamp, ...}``) after a ``session`` header (Oh My Pi writes a fixed-width
+``title`` slot before it, and ``custom`` entries of its own: neither is of interest); no line but the
+header names the session, so the id comes from the file name. ``message`` entries hold pi's messages:
 
 - ``user``: user.prompt. pi gives a prompt no id; its own ``timestamp`` (ms) is the turn id, and the
   extension's ``prompt`` line carries the same message, so both give one entry.
@@ -196,7 +198,8 @@ def _parse_hook(record: RawRecord) -> list[AgentActivityEntry]:
     if hook.event == "session_start":
         return _hook_start(record, hook, session)
     if hook.event == "session_shutdown" and hook.get("reason") != "reload":
-        reason = "exit" if hook.get("reason") == "quit" else hook.get("reason")
+        # pi says ``quit``; Oh My Pi gives no reason at all: both are the process ending
+        reason = "exit" if hook.get("reason") in ("quit", None) else hook.get("reason")
         return [hook_entry(record, hook, "session.end", session, attributes={"session.reason": reason})]
     if hook.event == "session_compact":
         return [hook_entry(record, hook, "compaction", session)]
