@@ -14,8 +14,10 @@ import collector.agents.claude_code as claude_code
 import collector.agents.cline as cline
 import collector.agents.codex as codex
 import collector.agents.copilot as copilot
+import collector.agents.cursor as cursor
 import collector.agents.entire_plugin as entire_plugin
 import collector.agents.gemini_cli as gemini_cli
+import collector.agents.kimi as kimi
 import collector.agents.opencode as opencode
 import collector.agents.pi as pi
 import collector.agents.qwen_code as qwen_code
@@ -24,7 +26,8 @@ from collector.registry import Plugin, Registry
 
 ParserBuilder = Callable[[dict[str, Any]], Parser]
 
-_MODULES = (canonical, claude_code, cline, codex, copilot, entire_plugin, gemini_cli, opencode, pi, qwen_code)
+_MODULES = (canonical, claude_code, cline, codex, copilot, cursor, entire_plugin, gemini_cli, kimi, opencode, pi,
+            qwen_code)
 
 
 def _returns(parse: Parser) -> ParserBuilder:

@@ -136,7 +136,7 @@ def _describe(edits: list[FileEdit], created: list[Path]) -> str:
     parts = []
     for edit in edits:
         kind = edit.spec["kind"]
-        if kind == "settings_hooks":
+        if kind in ("settings_hooks", "flat_hooks"):
             parts.append(f"hooks for {len(edit.spec['events'])} events")
         elif kind == "hooks_dir":
             parts.append(f"hook executable {edit.path.name}")

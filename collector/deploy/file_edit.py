@@ -31,8 +31,16 @@ class FileEdit(Protocol):
     def check(self, current: bytes | None) -> Check: ...
 
 
+MAX_CONFIG_BYTES = 8 * 1024 * 1024
+"""The largest config file we edit: an agent's settings are kilobytes; more is not a settings file."""
+
+
 def file_text(data: bytes, path: Path) -> str:
-    """The file's bytes as text; a file that is not UTF-8 is not ours to edit (DeployError)."""
+    """The file's bytes as text; a file that is not UTF-8, or larger than :data:`MAX_CONFIG_BYTES`, is not
+    ours to edit (DeployError)."""
+    if len(data) > MAX_CONFIG_BYTES:
+        raise DeployError(f"{path}: {len(data)} bytes, more than a config file holds "
+                          f"({MAX_CONFIG_BYTES}); left untouched")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

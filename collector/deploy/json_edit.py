@@ -17,6 +17,8 @@ def parse_json(text: str, path: Path, comments: bool) -> Node:
     except JsoncError as exc:
         kind = "JSONC" if comments else "JSON"
         raise DeployError(f"{path}: not valid {kind} ({exc}); left untouched") from None
+    except RecursionError:
+        raise DeployError(f"{path}: nested too deeply to be a config file; left untouched") from None
 
 
 def set_dotted(text: str, path: Path, comments: bool, keys: list[str], value: Any) -> str:

@@ -2,7 +2,8 @@
 
 A kind's build function gets the integration spec (defaults filled in, checked against the kind's
 schema), the agent id, the paths and the hook script, and returns the :class:`FileEdit` list that
-deploys it. Built-in kinds: ``settings_hooks`` (settings_hooks), ``toml_notify`` (toml_notify),
+deploys it. Built-in kinds: ``settings_hooks`` (settings_hooks), ``flat_hooks`` (flat_hooks),
+``toml_notify`` (toml_notify),
 ``dropin_plugin`` and ``plugin_inject`` (plugin_files), ``http_plugin_dir`` (http_plugin) and ``hooks_dir``
 (hooks_dir); an installed package adds
 kinds under the entry point group ``agent_collector.integration_kinds``.
@@ -17,6 +18,7 @@ from typing import Any
 
 from collector.definitions.schema import kind_schema
 from collector.deploy.file_edit import FileEdit
+from collector.deploy.flat_hooks import FlatHooksJson, FlatHooksToml
 from collector.deploy.hooks_dir import hooks_dir_edits
 from collector.deploy.http_plugin import http_plugin_edits
 from collector.deploy.model import DeployError, NotImplementedKind
@@ -33,6 +35,12 @@ def _settings_hooks(spec: dict[str, Any], agent: str, paths: Paths, hook_script:
     if spec["format"] == "toml":
         return [SettingsHooksToml(agent, spec, paths, hook_script)]
     return [SettingsHooksJson(agent, spec, paths, hook_script)]
+
+
+def _flat_hooks(spec: dict[str, Any], agent: str, paths: Paths, hook_script: Path | None) -> list[FileEdit]:
+    if spec["format"] == "toml":
+        return [FlatHooksToml(agent, spec, paths, hook_script)]
+    return [FlatHooksJson(agent, spec, paths, hook_script)]
 
 
 def _toml_notify(spec: dict[str, Any], agent: str, paths: Paths, hook_script: Path | None) -> list[FileEdit]:
@@ -59,6 +67,7 @@ def _http_plugin(spec: dict[str, Any], agent: str, paths: Paths, hook_script: Pa
 def integration_kinds() -> Registry[EditsBuilder]:
     builtin: list[Plugin[EditsBuilder]] = [
         Plugin("settings_hooks", _settings_hooks, kind_schema("settings_hooks")),
+        Plugin("flat_hooks", _flat_hooks, kind_schema("flat_hooks")),
         Plugin("toml_notify", _toml_notify, kind_schema("toml_notify")),
         Plugin("dropin_plugin", _dropin, kind_schema("dropin_plugin")),
         Plugin("plugin_inject", _plugin_inject, kind_schema("plugin_inject")),

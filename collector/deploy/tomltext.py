@@ -25,6 +25,8 @@ def loads(text: str, file: str) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise DeployError(f"{file}: not valid TOML ({exc}); left untouched") from None
+    except RecursionError:
+        raise DeployError(f"{file}: nested too deeply to be a config file; left untouched") from None
 
 
 def _skip_string(text: str, i: int) -> int:

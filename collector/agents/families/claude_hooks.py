@@ -9,7 +9,8 @@ One table maps the events: ``SessionStart``/``SessionEnd`` -> session.start/sess
 agent's own files). The payload fields are Claude Code's (``session_id``, ``prompt``, ``tool_name``,
 ``tool_input``, ``tool_use_id``, ``tool_response``, ``agent_id``, ...). A :class:`Dialect` says where a
 member differs: another field for the turn or the session, which ids it gives, what a tool result says,
-which events it lacks or adds. Each default is what Claude Code does.
+which events it lacks or adds, and, for a member that renamed the events (Cursor's ``preToolUse``), which
+of the protocol's events each of its names is. Each default is what Claude Code does.
 """
 
 from __future__ import annotations
@@ -131,6 +132,9 @@ class Dialect:
     """Events the member adds that make no entry (the status tracker reads them)."""
     lacks: frozenset[str] = frozenset()
     """Events the member does not have: they make nothing."""
+    aliases: Mapping[str, str] = field(default_factory=dict)
+    """The member's own event names -> the protocol's (``{"preToolUse": "PreToolUse"}``); the entries keep
+    the member's name in ``agent.hook_event_name``."""
 
 
 class HookProtocol:
@@ -160,6 +164,13 @@ class HookProtocol:
             **dialect.extra,
         }
         self.handlers = {event: handler for event, handler in table.items() if event not in dialect.lacks}
+        for own, event in dialect.aliases.items():
+            if event in self.handlers:
+                self.handlers[own] = self.handlers[event]
+
+    def _event(self, hook: HookEnvelope) -> str:
+        """The protocol's name of the hook's event."""
+        return self.dialect.aliases.get(hook.event, hook.event)
 
     def parse(self, record: RawRecord) -> list[AgentActivityEntry]:
         """The entries of one hook record; an event without a handler makes none."""
@@ -208,14 +219,14 @@ class HookProtocol:
         attrs = self._tool_attrs(hook)
         if d.times_tools:
             attrs["duration_ms"] = hook.get("duration_ms")
-        attrs.update(d.failure(hook) if hook.event == "PostToolUseFailure" else d.success(hook))
+        attrs.update(d.failure(hook) if self._event(hook) == "PostToolUseFailure" else d.success(hook))
         return [hook_entry(record, hook, "tool.result", session, d.call_id(hook), attrs)]
 
     def _permission(self, record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
         attrs = self._tool_attrs(hook)
-        attrs["tool.approve.decision"] = "deny" if hook.event == "PermissionDenied" else "ask"
+        attrs["tool.approve.decision"] = "deny" if self._event(hook) == "PermissionDenied" else "ask"
         return [hook_entry(record, hook, "tool.approve", session, attributes=attrs)]
 
     def _subagent(self, record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
-        name = "subagent.start" if hook.event == "SubagentStart" else "subagent.end"
+        name = "subagent.start" if self._event(hook) == "SubagentStart" else "subagent.end"
         return [hook_entry(record, hook, name, session, self.dialect.subagent_key(hook), self.dialect.subagent(hook))]

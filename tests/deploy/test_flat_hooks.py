@@ -1,0 +1,96 @@
+"""The flat hook layout (flat_hooks): Cursor's hooks.json (JSON) and Kimi CLI's config.toml ([[hooks]]).
+Install keeps every foreign byte and is idempotent, uninstall gives the original bytes back, and a hostile
+file (wrong types, huge, not JSON, nested too deep) is refused with a clear error and left as it was."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+from support.deploy import clear_env, definitions, paths_for
+
+from collector.deploy import Action, State, install_agent, integration_state, uninstall_agent
+from collector.deploy.file_edit import MAX_CONFIG_BYTES
+
+OURS = b"agent-collector-hook.sh"
+CURSOR = '{\n  "version": 1,\n  "hooks": {\n    "stop": [{"command": "./audit.sh"}]\n  }\n}\n'
+KIMI = ('default_model = "m"\n\n[[hooks]]\nevent = "Stop"\ncommand = "notify-send done"\n\n'
+        '[providers.p]\ntype = "kimi"\n')
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    clear_env(monkeypatch)
+    for d in (".cursor", ".kimi"):
+        (tmp_path / "home" / d).mkdir(parents=True)
+    return tmp_path / "home"
+
+
+@pytest.mark.parametrize(("agent", "rel", "original"), [
+    ("cursor-agent", ".cursor/hooks.json", CURSOR), ("kimi", ".kimi/config.toml", KIMI)])
+def test_install_twice_then_uninstall_is_byte_identical(home: Path, agent: str, rel: str, original: str) -> None:
+    paths, defn, file = paths_for(home), definitions()[agent], home / rel
+    file.write_text(original)
+    [first] = install_agent(defn, paths)
+    assert first.action is Action.UPDATE
+    installed = file.read_bytes()
+    assert installed.count(OURS) == len(defn.integrations[0]["events"])
+    [second] = install_agent(defn, paths)
+    assert second.action is Action.UNCHANGED and file.read_bytes() == installed
+    assert integration_state(defn, paths)[0].state is State.IN_PLACE
+    if agent == "cursor-agent":
+        data = json.loads(installed)
+        assert data["version"] == 1 and data["hooks"]["stop"][0] == {"command": "./audit.sh"}
+        assert all(list(h) == ["command"] for hooks in data["hooks"].values() for h in hooks)
+    else:
+        tables = tomllib.loads(installed.decode())["hooks"]
+        assert tables[0] == {"event": "Stop", "command": "notify-send done"}
+        assert {t["event"] for t in tables[1:]} == set(defn.integrations[0]["events"])
+    uninstall_agent(defn, paths)
+    assert file.read_text() == original
+
+
+def test_absent_hooks_json_is_created_with_version_and_removed(home: Path) -> None:
+    paths, defn, file = paths_for(home), definitions()["cursor-agent"], home / ".cursor" / "hooks.json"
+    install_agent(defn, paths)
+    assert json.loads(file.read_text())["version"] == 1
+    uninstall_agent(defn, paths)
+    assert not file.exists()
+
+
+def test_a_foreign_version_is_never_changed(home: Path) -> None:
+    paths, defn, file = paths_for(home), definitions()["cursor-agent"], home / ".cursor" / "hooks.json"
+    file.write_text('{"version": 2}')
+    install_agent(defn, paths)
+    assert json.loads(file.read_text())["version"] == 2
+
+
+HOSTILE = {
+    "not_json": b'{"version": 1, "hooks": {',
+    "top_level_array": b"[1, 2]",
+    "hooks_a_list": b'{"version": 1, "hooks": [{"command": "x"}]}',
+    "event_a_string": b'{"version": 1, "hooks": {"stop": "x"}}',
+    "too_deep": b"[" * 100_000 + b"]" * 100_000,
+    "huge": b'{"pad": "' + b"x" * (MAX_CONFIG_BYTES + 1) + b'"}',
+    "not_utf8": b'{"a": "\xff"}',
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_hooks_json_is_refused_and_left_untouched(home: Path, name: str) -> None:
+    paths, defn, file = paths_for(home), definitions()["cursor-agent"], home / ".cursor" / "hooks.json"
+    file.write_bytes(HOSTILE[name])
+    [change] = install_agent(defn, paths)
+    assert change.action is Action.ERROR and "left untouched" in change.summary, change
+    assert file.read_bytes() == HOSTILE[name]
+    assert integration_state(defn, paths)[0].state is not State.IN_PLACE
+
+
+def test_inline_hooks_in_kimi_toml_are_refused(home: Path) -> None:
+    paths, defn, file = paths_for(home), definitions()["kimi"], home / ".kimi" / "config.toml"
+    file.write_text('hooks = [{event = "Stop", command = "x"}]\n')
+    [change] = install_agent(defn, paths)
+    assert change.action is Action.ERROR and "left untouched" in change.summary
+    assert file.read_text() == 'hooks = [{event = "Stop", command = "x"}]\n'
