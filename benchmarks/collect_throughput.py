@@ -22,13 +22,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _claude_corpus import generate  # noqa: E402
 
 
-def parse_all(files: list[Path], loads) -> float:  # type: ignore[no-untyped-def]
+def parse_all(files: list[Path], loads) -> tuple[float, int]:  # type: ignore[no-untyped-def]
+    """Seconds to decode every line of ``files`` and the number of lines decoded (a line that does not
+    decode raises: the corpus is the real transcript replayed)."""
     started = time.perf_counter()
+    n = 0
     for path in files:
         with path.open("rb") as f:
             for line in f:
                 loads(line)
-    return time.perf_counter() - started
+                n += 1
+    return time.perf_counter() - started, n
 
 
 def main() -> None:
@@ -41,8 +45,10 @@ def main() -> None:
         files = sorted((home / ".claude" / "projects").glob("*/*.jsonl"))
         mb = size / 1024 / 1024
         print(f"corpus: {files_n} files, {mb:.0f} MB")
-        t_orjson = parse_all(files, orjson.loads)
-        t_json = parse_all(files, json.loads)
+        t_orjson, decoded = parse_all(files, orjson.loads)
+        t_json, decoded_json = parse_all(files, json.loads)
+        if decoded == 0 or decoded != decoded_json:
+            raise SystemExit(f"benchmark stopped: the JSON floors decoded {decoded} / {decoded_json} lines")
         env = {**os.environ, "AGENT_COLLECTOR_DATA_DIR": f"{tmp}/data", "AGENT_COLLECTOR_CONFIG_DIR": f"{tmp}/cfg",
                "AGENT_COLLECTOR_MASKING__ENABLED": "true"}
         cmd = [sys.executable, "-m", "collector", "collect", "--once", "--home", str(home), "--output", f"{tmp}/out"]
@@ -50,6 +56,8 @@ def main() -> None:
         subprocess.run(cmd, env=env, check=True)
         t_collect = time.perf_counter() - started
         lines = sum(p.read_bytes().count(b"\n") for p in Path(tmp, "out").glob("*.jsonl"))
+        if lines == 0:
+            raise SystemExit("benchmark stopped: collect --once exited 0 but wrote no entry")
         print(f"plain orjson.loads of every line: {mb / t_orjson:8.1f} MB/s ({t_orjson:.2f}s)")
         print(f"plain json.loads of every line:   {mb / t_json:8.1f} MB/s ({t_json:.2f}s)")
         print(f"agent-collector collect --once:   {mb / t_collect:8.1f} MB/s ({t_collect:.2f}s, process start "

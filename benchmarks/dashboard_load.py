@@ -22,6 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from support.live import ThreadedIngest  # noqa: E402
 
+from collector.dashboard.auth import SESSION_HEADER  # noqa: E402
+
 AGENTS = {"claude-code": ("anthropic", ["claude-sonnet-4-5", "claude-opus-4-1", "claude-haiku-4-5"]),
           "codex": ("openai", ["gpt-5.5", "gpt-5-codex"]), "gemini-cli": ("gcp.gemini", ["gemini-2.5-pro"]),
           "qwen-code": ("openai", ["qwen3-coder-plus"]), "opencode": ("anthropic", ["claude-sonnet-4-5"])}
@@ -63,10 +65,10 @@ def build_store(path: Path, calls: int, seed: int = 7) -> None:
     store.close()
 
 
-def timed_get(port: int, path: str, cookie: str) -> tuple[float, int, int]:
+def timed_get(port: int, path: str, token: str) -> tuple[float, int, int]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     start = time.perf_counter()
-    conn.request("GET", path, headers={"Cookie": cookie, "Sec-Fetch-Site": "same-origin"})
+    conn.request("GET", path, headers={SESSION_HEADER: token, "Sec-Fetch-Site": "same-origin"})
     answer = conn.getresponse()
     body = answer.read()
     elapsed = time.perf_counter() - start
@@ -81,7 +83,7 @@ def main() -> int:
     args = parser.parse_args()
     from zoneinfo import ZoneInfo
 
-    from collector.dashboard.auth import COOKIE, ensure_token
+    from collector.dashboard.auth import DashboardSessions
     from collector.dashboard.routes import DashboardRoute
     from collector.paths import Paths
 
@@ -92,8 +94,10 @@ def main() -> int:
         build_store(store, args.calls)
         print(f"store: {args.calls:,} calls ({3 * args.calls:,} rows), {store.stat().st_size / 2**20:.0f} MiB, "
               f"built in {time.perf_counter() - start:.1f} s")
-        cookie = f"{COOKIE}={ensure_token(paths)}"
-        route = DashboardRoute(paths, store, lambda: {"sessions": []}, False, lambda: (ZoneInfo("UTC"), "UTC"))
+        sessions = DashboardSessions()
+        token, _ = sessions.grant()  # what the page holds after redeeming its login code
+        route = DashboardRoute(paths, store, lambda: {"sessions": []}, False, lambda: (ZoneInfo("UTC"), "UTC"),
+                               sessions=sessions)
         served = ThreadedIngest(routes=[route])
         try:
             for days in (30, 90):
@@ -101,8 +105,9 @@ def main() -> int:
                 for _ in range(args.repeat):
                     total = 0.0
                     for path in ("/dashboard", "/dashboard/app.js", "/dashboard/app.css", f"/v1/usage?days={days}"):
-                        elapsed, status, _ = timed_get(served.port, path, cookie)
-                        assert status == 200, (path, status)
+                        elapsed, status, _ = timed_get(served.port, path, token)
+                        if status != 200:
+                            raise SystemExit(f"GET {path} answered {status}: no figure")
                         total += elapsed
                     loads.append(total)
                 print(f"page load, {days} days: median {statistics.median(loads) * 1000:.0f} ms, "

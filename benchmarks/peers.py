@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -50,12 +51,20 @@ class Run:
     rss_mb: float
     ok: bool
     note: str = ""
+    out: str = ""
+
+
+class Failed(SystemExit):
+    """A timed helper failed or did not do its work: the benchmark stops, no figure is printed."""
+
+    def __init__(self, what: str, why: str) -> None:
+        super().__init__(f"benchmark stopped: {what}: {why}")
 
 
 def run(cmd: list[str], env: dict[str, str], timeout: float = 1800) -> Run:
-    """CPU seconds and peak RSS of one process (and the children it waited for), from wait4."""
-    with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL)
+    """CPU seconds and peak RSS of one process (and the children it waited for), from wait4; its stdout."""
+    with tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
         try:
             _, status, usage = os.wait4(proc.pid, 0)
         except BaseException:
@@ -65,8 +74,17 @@ def run(cmd: list[str], env: dict[str, str], timeout: float = 1800) -> Run:
         proc.returncode = os.waitstatus_to_exitcode(status)
         err.seek(0)
         tail = err.read().decode(errors="replace").strip().splitlines()[-1:] if proc.returncode else []
-    return Run(usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, proc.returncode == 0,
-               tail[0][:200] if tail else "")
+        out.seek(0)
+        printed = out.read(1 << 20).decode(errors="replace")
+    note = tail[0][:200] if tail else (f"exit status {proc.returncode}" if proc.returncode else "")
+    return Run(usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, proc.returncode == 0, note, printed)
+
+
+def checked(result: Run, what: str) -> Run:
+    """``result`` if its process exited 0, else the benchmark stops (:class:`Failed`)."""
+    if not result.ok:
+        raise Failed(what, result.note or "failed")
+    return result
 
 
 def peer_env(home: Path) -> dict[str, str]:
@@ -77,11 +95,50 @@ def peer_env(home: Path) -> dict[str, str]:
 
 
 def floor(corpus: _corpora.Corpus) -> Run:
-    with tempfile.NamedTemporaryFile("w", suffix=".txt") as files:
-        files.write("\n".join(str(p) for p in corpus.files() + corpus.databases()))
-        files.flush()
-        return run([sys.executable, str(Path(__file__).resolve().parent / "_floor.py"), files.name],
-                   {"PATH": os.environ.get("PATH", "")})
+    """The parse floor's run, checked: exit 0, every byte of the corpus files read, (nearly) every line
+    decoded, every row of OpenCode's tables read and at least one JSON value decoded per message and part
+    row; otherwise the benchmark stops."""
+    files, databases = corpus.files(), corpus.databases()
+    with tempfile.NamedTemporaryFile("w", suffix=".txt") as listing:
+        listing.write("\n".join(str(p) for p in files + databases))
+        listing.flush()
+        result = checked(run([sys.executable, str(Path(__file__).resolve().parent / "_floor.py"), listing.name],
+                             {"PATH": os.environ.get("PATH", "")}), "the parse floor (_floor.py)")
+    try:
+        done = orjson.loads(result.out)
+    except orjson.JSONDecodeError:
+        raise Failed("the parse floor (_floor.py)", f"printed no count: {result.out[:200]!r}") from None
+    wanted = sum(p.stat().st_size for p in files)
+    rows = {t: n for db in databases for t, n in table_rows(db).items()}
+    problems = floor_problems(done, wanted, rows)
+    if problems:
+        raise Failed("the parse floor (_floor.py) did not do the work", "; ".join(problems))
+    return result
+
+
+def table_rows(db: Path) -> dict[str, int]:
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return {t: int(con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]) for t in _corpora.OPENCODE_TABLES}
+    finally:
+        con.close()
+
+
+def floor_problems(done: dict[str, int], file_bytes: int, rows: dict[str, int]) -> list[str]:
+    """What the floor's count says it left undone: bytes of the files not read, lines that did not decode
+    (more than 1 %: the fixtures hold a few torn lines on purpose), rows not read, message and part rows
+    without a decoded JSON value, a JSON column that did not decode."""
+    problems = []
+    if done["file_bytes"] != file_bytes:
+        problems.append(f"read {done['file_bytes']:,} bytes of files, the corpus has {file_bytes:,}")
+    if file_bytes and (done["lines"] == 0 or done["bad_lines"] > done["lines"] / 100):
+        problems.append(f"decoded {done['lines']:,} lines, {done['bad_lines']:,} did not decode")
+    if done["rows"] != sum(rows.values()):
+        problems.append(f"read {done['rows']:,} rows, the database has {sum(rows.values()):,}")
+    if done["values"] < rows.get("message", 0) + rows.get("part", 0) or done["bad_values"]:
+        problems.append(f"decoded {done['values']:,} JSON columns ({done['bad_values']:,} bad) of "
+                        f"{rows.get('message', 0) + rows.get('part', 0):,} message and part rows")
+    return problems
 
 
 def collector(home: Path, work: Path, config: str = "",
@@ -94,9 +151,11 @@ def collector(home: Path, work: Path, config: str = "",
         (work / "cfg").mkdir(parents=True, exist_ok=True)
         (work / "cfg" / "config.toml").write_text(config)
     out = work / "out"
-    result = run([sys.executable, "-m", "collector", "collect", "--once", "--home", str(home), "--output",
-                  str(out)], {**env, "PYTHONPATH": str(ROOT)})
+    result = checked(run([sys.executable, "-m", "collector", "collect", "--once", "--home", str(home), "--output",
+                          str(out)], {**env, "PYTHONPATH": str(ROOT)}), f"collect --once over {home}")
     entries = sum(p.read_bytes().count(b"\n") for p in out.glob("*.jsonl"))
+    if entries == 0:
+        raise Failed(f"collect --once over {home}", "exited 0 but wrote no entry")
     if keep is not None:
         keep(out)
     shutil.rmtree(work, ignore_errors=True)
@@ -141,7 +200,15 @@ def ccusage(home: Path) -> Run | str:
     node = shutil.which("node")
     if not CCUSAGE.exists() or not node:
         return "not installed (--install-peers)" if node else "node not found"
-    return run([node, str(CCUSAGE), "daily", "--offline", "--json"], peer_env(home))
+    result = run([node, str(CCUSAGE), "daily", "--offline", "--json"], peer_env(home))
+    if result.ok:
+        try:
+            days = orjson.loads(result.out).get("daily")
+        except (orjson.JSONDecodeError, AttributeError):
+            days = None
+        if not days:  # a figure only for a run that counted something
+            result.ok, result.note = False, f"exited 0 without a daily total: {result.out[:120]!r}"
+    return result
 
 
 def install_peers() -> None:
@@ -200,8 +267,6 @@ def compare(names: list[str], args: argparse.Namespace, tmp: Path) -> None:
         corpus = build(name, home, args)
         base = floor(corpus)
         ours, entries = collector(home, tmp / name / "work")
-        if not ours.ok:
-            print(f"collect failed on {name}: {ours.note}")
         peers: list[Run | str] = [agentsview(home), ccusage(home)] if args.peers else ["skipped", "skipped"]
         print(f"| {corpus.mb:.0f} MB {TITLES[name]}, {corpus.sessions:,} sessions | {ours.cpu_s:.2f} "
               f"({corpus.mb / ours.cpu_s:.0f} MB per CPU s, {1000 * ours.cpu_s / corpus.sessions:.2f} ms per "
