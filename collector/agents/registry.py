@@ -14,7 +14,6 @@ import collector.agents.claude_code as claude_code
 import collector.agents.cline as cline
 import collector.agents.codex as codex
 import collector.agents.copilot as copilot
-import collector.agents.cursor as cursor
 import collector.agents.entire_plugin as entire_plugin
 import collector.agents.gemini_cli as gemini_cli
 import collector.agents.kimi as kimi
@@ -26,7 +25,7 @@ from collector.registry import Plugin, Registry
 
 ParserBuilder = Callable[[dict[str, Any]], Parser]
 
-_MODULES = (canonical, claude_code, cline, codex, copilot, cursor, entire_plugin, gemini_cli, kimi, opencode, pi,
+_MODULES = (canonical, claude_code, cline, codex, copilot, entire_plugin, gemini_cli, kimi, opencode, pi,
             qwen_code)
 
 

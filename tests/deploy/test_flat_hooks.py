@@ -9,8 +9,10 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from support.deploy import clear_env, definitions, paths_for
+from support.deploy import clear_env, paths_for
+from support.deploy import definitions as shipped
 
+from collector.definitions import AgentDefinition
 from collector.deploy import Action, State, install_agent, integration_state, uninstall_agent
 from collector.deploy.file_edit import MAX_CONFIG_BYTES
 
@@ -18,6 +20,18 @@ OURS = b"agent-collector-hook.sh"
 CURSOR = '{\n  "version": 1,\n  "hooks": {\n    "stop": [{"command": "./audit.sh"}]\n  }\n}\n'
 KIMI = ('default_model = "m"\n\n[[hooks]]\nevent = "Stop"\ncommand = "notify-send done"\n\n'
         '[providers.p]\ntype = "kimi"\n')
+
+
+# Cursor's layout (~/.cursor/hooks.json, {"version": 1, "hooks": {"<event>": [{"command", "timeout"}]}}, as
+# documented at cursor.com/docs/agent/hooks): a definition kept with the tests, not shipped, until a Cursor
+# parser has a fixture whose every field cites its source.
+CURSOR_DEFINITION = Path(__file__).parents[1] / "fixtures" / "flat_hooks" / "cursor-agent.json"
+
+
+def definitions() -> dict[str, AgentDefinition]:
+    agents = shipped()
+    agents["cursor-agent"] = AgentDefinition("cursor-agent", json.loads(CURSOR_DEFINITION.read_text()), ())
+    return agents
 
 
 @pytest.fixture
@@ -43,7 +57,8 @@ def test_install_twice_then_uninstall_is_byte_identical(home: Path, agent: str, 
     if agent == "cursor-agent":
         data = json.loads(installed)
         assert data["version"] == 1 and data["hooks"]["stop"][0] == {"command": "./audit.sh"}
-        assert all(list(h) == ["command"] for hooks in data["hooks"].values() for h in hooks)
+        ours = [h for hooks in data["hooks"].values() for h in hooks if h != {"command": "./audit.sh"}]
+        assert ours and all(list(h) == ["command", "timeout"] and h["timeout"] == 30 for h in ours)
     else:
         tables = tomllib.loads(installed.decode())["hooks"]
         assert tables[0] == {"event": "Stop", "command": "notify-send done"}

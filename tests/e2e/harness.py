@@ -34,10 +34,8 @@ try:
     from .npm_agents import agent_bin
 except ImportError:  # imported as a top-level module (tests/e2e on sys.path)
     from npm_agents import agent_bin  # type: ignore[no-redef, unused-ignore]
-from pinned_agents import PINNED  # the agents pinned in sets of their own (Oh My Pi)
 
-AGENTS = ("claude-code", "codex", "gemini-cli", "qwen-code", "opencode", "kilo-code", "copilot", "pi", "cline",
-          *PINNED)
+AGENTS = ("claude-code", "codex", "gemini-cli", "qwen-code", "opencode", "kilo-code", "copilot", "pi", "cline")
 FAKE_KEY = "sk-fake-key-for-e2e"
 CLAUDE_MODEL = "claude-sonnet-4-5"
 CODEX_MODEL = "gpt-5.5"  # a slug from codex's bundled model list: no "unknown model" warnings
@@ -221,7 +219,7 @@ def make_env(
     """A from-scratch environment for one agent run: nothing inherited except PATH/USER basics."""
     check_agent(agent)
     env = _base_env(Path(home))
-    env.update(PINNED[agent].env(Path(home), server.url) if agent in PINNED else _AGENT_ENV[agent](Path(home), server))
+    env.update(_AGENT_ENV[agent](Path(home), server))
     env["PWD"] = str(workdir)
     if extra:
         env.update(extra)
@@ -454,9 +452,6 @@ _AGENT_CONFIG: dict[str, Callable[[Path, Path, ServerLike], None]] = {
 def write_agent_config(agent: str, home: Path, workdir: Path, server: ServerLike) -> None:
     """Write (or refresh) the agent's base config under ``home``. Call before the collector installer."""
     check_agent(agent)
-    if agent in PINNED:
-        PINNED[agent].config(Path(home), Path(workdir), server.url)
-        return
     _AGENT_CONFIG[agent](Path(home), Path(workdir), server)
 
 
@@ -466,8 +461,6 @@ def write_agent_config(agent: str, home: Path, workdir: Path, server: ServerLike
 
 def agent_command(agent: str, prompt: str, resume: bool) -> list[str]:
     check_agent(agent)
-    if agent in PINNED:
-        return PINNED[agent].command(prompt, resume)
     exe = str(agent_bin(agent))
     if agent == "claude-code":
         cmd = [
@@ -936,8 +929,6 @@ def session_files(agent: str, home: Path, workdir: Path) -> list[Path]:
     """The session transcripts/databases the agent wrote for ``workdir`` (see real-agents.md)."""
     check_agent(agent)
     home = Path(home)
-    if agent in PINNED:
-        return PINNED[agent].sessions(home, Path(workdir))
     if agent == "claude-code":
         return sorted((home / ".claude" / "projects" / path_slug(workdir)).glob("*.jsonl"))
     if agent == "codex":

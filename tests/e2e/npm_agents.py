@@ -12,10 +12,6 @@ optional binary package (e.g. ``opencode-darwin-arm64``) lacks entries for them,
 refuses the lock as "out of sync". In that case we fall back to ``npm install --no-save`` in the cache
 folder, which still takes every version from the lock file, and then verify every installed package
 against the lock, so the result is as frozen as ``npm ci`` would be.
-
-Agents pinned later have a folder of their own, ``tests/e2e/agents/<set>/`` (its package.json and lock),
-installed by ``ensure_set(<set>)`` into ``<cache folder>-<set>`` the same way: adding one never
-re-installs the nine, and a test module that needs only it installs only it.
 """
 
 from __future__ import annotations
@@ -52,11 +48,6 @@ AGENT_PACKAGES: dict[str, tuple[str, str]] = {
     "pi": ("@mariozechner/pi-coding-agent", "pi"),
     "cline": ("cline", "cline"),
 }
-# Pinned sets of their own: set name -> {agent id: (npm package, executable name in node_modules/.bin)}.
-PINNED_SETS: dict[str, dict[str, tuple[str, str]]] = {
-    "oh-my-pi": {"oh-my-pi": ("@oh-my-pi/pi-coding-agent", "omp")},
-    "openclaw": {"openclaw": ("openclaw", "openclaw")},
-}
 # Packages whose npm postinstall copies a platform binary (shipped as an optional registry package)
 # over a placeholder: after install the bin must be a real executable, not the small stub.
 NATIVE_BINS = {"claude": 1_000_000, "opencode": 1_000_000}
@@ -72,12 +63,12 @@ def cache_dir() -> Path:
     return Path(override).expanduser().resolve() if override else REPO_ROOT / ".cache" / "e2e-agents"
 
 
-def pins_hash(pins: Path = PIN_DIR) -> str:
+def pins_hash() -> str:
     """Hash of the pinned package.json + package-lock.json: the stamp's content."""
     digest = hashlib.sha256()
     for name in ("package.json", "package-lock.json"):
         digest.update(name.encode())
-        digest.update((pins / name).read_bytes())
+        digest.update((PIN_DIR / name).read_bytes())
     return digest.hexdigest()
 
 
@@ -95,32 +86,16 @@ def agent_bin(name: str) -> Path:
 
 def ensure_agents() -> Path:
     """Install the pinned agent CLIs if needed; return the ``node_modules/.bin`` directory."""
-    _ensure(cache_dir(), PIN_DIR, AGENT_PACKAGES)
-    return bin_dir()
-
-
-def set_dir(name: str) -> Path:
-    """Folder holding the install of the pinned set ``name`` (``<cache folder>-<name>``)."""
-    base = cache_dir()
-    return base.with_name(f"{base.name}-{name}")
-
-
-def ensure_set(name: str) -> Path:
-    """Install the pinned set ``name`` (``tests/e2e/agents/<name>/``) if needed; return its folder."""
-    root = set_dir(name)
-    _ensure(root, PIN_DIR / name, PINNED_SETS[name])
-    return root
-
-
-def _ensure(root: Path, pins: Path, packages: dict[str, tuple[str, str]]) -> None:
+    root = cache_dir()
     root.mkdir(parents=True, exist_ok=True)
-    wanted = pins_hash(pins)
+    wanted = pins_hash()
     with _file_lock(root / LOCK_NAME):
-        if _stamp_ok(root, wanted, packages):
-            return
-        _install(root, pins)
-        _verify_against_lock(root, pins, packages)
+        if _stamp_ok(root, wanted):
+            return bin_dir()
+        _install(root)
+        _verify_against_lock(root)
         (root / STAMP_NAME).write_text(wanted + "\n")
+    return bin_dir()
 
 
 @contextmanager
@@ -133,18 +108,18 @@ def _file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _stamp_ok(root: Path, wanted: str, packages: dict[str, tuple[str, str]]) -> bool:
+def _stamp_ok(root: Path, wanted: str) -> bool:
     stamp = root / STAMP_NAME
     if not stamp.is_file() or stamp.read_text().strip() != wanted:
         return False
-    return all((root / "node_modules" / ".bin" / exe).exists() for _, exe in packages.values())
+    return all((root / "node_modules" / ".bin" / exe).exists() for _, exe in AGENT_PACKAGES.values())
 
 
-def _install(root: Path, pins: Path) -> None:
+def _install(root: Path) -> None:
     (root / STAMP_NAME).unlink(missing_ok=True)
     shutil.rmtree(root / "node_modules", ignore_errors=True)
     for name in ("package.json", "package-lock.json"):
-        shutil.copyfile(pins / name, root / name)
+        shutil.copyfile(PIN_DIR / name, root / name)
     ci = _npm(root, "ci")
     if ci.returncode == 0:
         return
@@ -156,7 +131,7 @@ def _install(root: Path, pins: Path) -> None:
         file=sys.stderr,
     )
     shutil.rmtree(root / "node_modules", ignore_errors=True)
-    shutil.copyfile(pins / "package-lock.json", root / "package-lock.json")
+    shutil.copyfile(PIN_DIR / "package-lock.json", root / "package-lock.json")
     fallback = _npm(root, "install", "--no-save")
     if fallback.returncode != 0:
         raise AgentInstallError(
@@ -196,9 +171,9 @@ def _lock_out_of_sync(output: str) -> bool:
     return "EUSAGE" in output and "from lock file" in output
 
 
-def _verify_against_lock(root: Path, pins: Path, packages: dict[str, tuple[str, str]]) -> None:
+def _verify_against_lock(root: Path) -> None:
     """Every package present must have the lock's version; every non-optional one must be present."""
-    lock = json.loads((pins / "package-lock.json").read_text())
+    lock = json.loads((PIN_DIR / "package-lock.json").read_text())
     problems: list[str] = []
     for rel, entry in lock["packages"].items():
         if not rel:
@@ -211,16 +186,16 @@ def _verify_against_lock(root: Path, pins: Path, packages: dict[str, tuple[str, 
         got = json.loads(manifest.read_text()).get("version")
         if got != entry.get("version"):
             problems.append(f"{rel}: installed {got}, lock says {entry.get('version')}")
-    problems += _check_bins(root, packages)
+    problems += _check_bins(root)
     if problems:
         raise AgentInstallError(
             f"agent install in {root} does not match the lock file:\n" + "\n".join(problems)
         )
 
 
-def _check_bins(root: Path, packages: dict[str, tuple[str, str]]) -> list[str]:
+def _check_bins(root: Path) -> list[str]:
     problems = []
-    for pkg, exe in packages.values():
+    for pkg, exe in AGENT_PACKAGES.values():
         path = root / "node_modules" / ".bin" / exe
         if not path.exists():
             problems.append(f"{pkg}: no executable {path}")
