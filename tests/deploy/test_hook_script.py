@@ -474,3 +474,44 @@ def test_a_big_payload_without_tr_is_dropped_and_counted_not_half_written(tmp_pa
     assert result.returncode == 0 and result.stdout == b"" and result.stderr == b""
     lines = day_file(tmp_path, "claude-code").read_bytes().splitlines()
     assert [json.loads(line)["dropped"] for line in lines] == ["error"]
+
+
+# -- The agent's invocation context in the hook line: ``AGENT_COLLECTOR_ATTRIBUTES`` and ``TRACEPARENT`` from
+# the agent's environment go into the spool line as plain JSON strings, a value the hook cannot pass safely
+# (a quote, a backslash, a control character, too long, a traceparent that is not hex and dashes) as
+# ``false``; the line stays one valid envelope with its payload, in every shell mode of the hook.
+
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"  # W3C Trace Context's example
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_context_from_the_environment_is_in_the_line(tmp_path: Path, mode: str) -> None:
+    env = {"AGENT_COLLECTOR_ATTRIBUTES": "team=web,ticket=ABC-1 é", "TRACEPARENT": TRACEPARENT}
+    assert run_hook(tmp_path, "qwen-code", "Stop", stdin=b'{"session_id":"s"}', mode=mode, env=env).returncode == 0
+    [line] = read_lines(day_file(tmp_path, "qwen-code"))
+    assert line["attributes"] == "team=web,ticket=ABC-1 é" and line["traceparent"] == TRACEPARENT
+    assert line["payload"] == {"session_id": "s"} and line["event"] == "Stop"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_without_context_the_line_is_as_before(tmp_path: Path, mode: str) -> None:
+    run_hook(tmp_path, "qwen-code", "Stop", stdin=b"{}", mode=mode,
+             env={"AGENT_COLLECTOR_ATTRIBUTES": "", "TRACEPARENT": ""})
+    [line] = read_lines(day_file(tmp_path, "qwen-code"))
+    assert set(line) == {"ts", "agent", "event", "payload"}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(("attributes", "traceparent"), [
+    ('a="b"', "00-XYZ-00f067aa0ba902b7-01"),
+    ("a=b\\c", "00-" + "a" * 200),
+    ("a=\tb", '00-"},"payload":1}'),
+    ("x" * 1025, "00-4bf9\n2f35"),
+])
+def test_a_hostile_value_becomes_false_and_breaks_nothing(tmp_path: Path, mode: str, attributes: str,
+                                                          traceparent: str) -> None:
+    env = {"AGENT_COLLECTOR_ATTRIBUTES": attributes, "TRACEPARENT": traceparent}
+    run_hook(tmp_path, "qwen-code", "Stop", stdin=b'{"n":1}', mode=mode, env=env)
+    [line] = read_lines(day_file(tmp_path, "qwen-code"))
+    assert line["attributes"] is False and line["traceparent"] is False
+    assert line["payload"] == {"n": 1}
