@@ -56,6 +56,7 @@ class CollectorSection:
     sessions_in_memory: int
     once_stall_s: float  # collect --once: how long delivery may make no progress before it stops waiting
     stop_timeout_s: float = 2.5  # on a stop: how long the exporters may take to send what is queued
+    git_attributes: bool = True  # vcs.* and git.worktree.* of the entry's working tree (pipeline.git_attributes)
 
 
 @dataclass(slots=True)

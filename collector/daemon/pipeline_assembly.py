@@ -26,6 +26,7 @@ from collector.pipeline.content_policy import (
 )
 from collector.pipeline.crash_guard import CrashGuard
 from collector.pipeline.field_types import FieldTypes
+from collector.pipeline.git_attributes import GitAttributes
 from collector.pipeline.masking import Masker, MaskingRuleError, load_rules
 from collector.pipeline.processor import AgentSettings, Pipeline
 from collector.pipeline.quarantine import Quarantine, quarantine_dir
@@ -92,7 +93,8 @@ class PipelineAssembly:
         store = self.sessions.store
         pipeline = Pipeline(agents, resource, store.seen, correlator, self.config.masking.enabled, status, content,
                             Quarantine(quarantine_dir(self.paths), masker.mask_value), self.sessions.make_turns(cap),
-                            masker=masker, guard=guard)
+                            masker=masker, guard=guard,
+                            stampers=[GitAttributes()] if self.config.collector.git_attributes else [])
         return Assembled(pipeline, status, guard)
 
     def _masker(self, content: ContentPolicy) -> Masker:

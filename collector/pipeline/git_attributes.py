@@ -55,7 +55,8 @@ class GitAttributes:
     def apply(self, entry: dict[str, Any]) -> None:
         root = entry.get("workspace.root")
         if isinstance(root, str) and root and os.path.isabs(root):
-            entry.update(self.attributes(root))
+            for key, value in self.attributes(root).items():  # what the agent said itself stays
+                entry.setdefault(key, value)
 
     def attributes(self, root: str) -> dict[str, Any]:
         now = self._clock()
