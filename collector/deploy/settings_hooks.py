@@ -17,8 +17,8 @@ from collector.deploy.hookcmd import hook_command, is_our_command, is_our_hook
 from collector.deploy.json_edit import parse_json, set_dotted
 from collector.deploy.jsonc import Node, add_member, append_item, find, remove_item, remove_member
 from collector.deploy.model import DeployError
-from collector.deploy.tomltext import find_block, toml_string
 from collector.deploy.tomltext import loads as load_toml
+from collector.deploy.tomltext import toml_string, without_block
 from collector.paths import Paths
 
 
@@ -259,11 +259,8 @@ class SettingsHooksToml(SettingsHooksJson):
     def strip(self, current: bytes | None) -> bytes | None:
         if current is None:
             return None
-        text = self._load(current)
-        span = find_block(text, BLOCK_START, BLOCK_END)
-        if span is None:
-            return current
-        return (text[: span[0]] + text[span[1] :]).encode("utf-8")
+        stripped = without_block(self._load(current), BLOCK_START, BLOCK_END)
+        return current if stripped is None else stripped.encode("utf-8")
 
     def check(self, current: bytes | None) -> Check:
         if current is None:

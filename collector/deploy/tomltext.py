@@ -146,6 +146,12 @@ def remove_span(text: str, span: KeySpan) -> str:
     return text[: span.start] + text[span.end :]
 
 
+def without_block(text: str, start_marker: str, end_marker: str) -> str | None:
+    """``text`` without its managed block (``find_block``), or None when it has none."""
+    span = find_block(text, start_marker, end_marker)
+    return None if span is None else text[: span[0]] + text[span[1] :]
+
+
 def find_block(text: str, start_marker: str, end_marker: str) -> tuple[int, int] | None:
     """Span of a managed block (its marker lines included, plus one blank line we put before it)."""
     begin = text.find(start_marker)

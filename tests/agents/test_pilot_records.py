@@ -6,13 +6,11 @@ the forms it uses, one by one, through the canonical parser: string nanoseconds,
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-from support import ROOT, assert_schema_valid, read_output
+from support import ROOT, assert_schema_valid, make_paths, read_output
+from support.collect_once import collect_cli
 
 from collector.agents.canonical import parse
 from collector.model import RawRecord
@@ -29,19 +27,14 @@ def definition() -> dict[str, Any]:
 
 
 def test_the_onboarding_guides_record_verbatim(tmp_path: Path) -> None:
-    home, data, config = tmp_path / "home", tmp_path / "data", tmp_path / "config"
-    logs = home / ".loongsuite-pilot" / "logs" / AGENT
+    paths = make_paths(tmp_path)
+    logs = paths.home / ".loongsuite-pilot" / "logs" / AGENT
     logs.mkdir(parents=True)
     (logs / f"{AGENT}-2026-05-12.jsonl").write_bytes(EXAMPLE.read_bytes())
-    (config / "agents.d").mkdir(parents=True)
-    (config / "agents.d" / f"{AGENT}.json").write_text(json.dumps(definition()))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_COLLECTOR_", "XDG_"))}
-    env.update(HOME=str(home), AGENT_COLLECTOR_HOME=str(home), AGENT_COLLECTOR_DATA_DIR=str(data),
-               AGENT_COLLECTOR_CONFIG_DIR=str(config))
-    done = subprocess.run([sys.executable, "-m", "collector", "collect", "--once", "-q"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stderr
-    entries = [e for e in read_output(data / "output") if e["event.name"] != "session.status"]
+    paths.agents_override_dir.mkdir(parents=True)
+    (paths.agents_override_dir / f"{AGENT}.json").write_text(json.dumps(definition()))
+    status = collect_cli(paths)
+    entries = [e for e in read_output(paths.output_dir) if e["event.name"] != "session.status"]
     assert_schema_valid(entries)
     [entry] = entries
     assert entry["event.name"] == "tool.result"
@@ -51,7 +44,7 @@ def test_the_onboarding_guides_record_verbatim(tmp_path: Path) -> None:
         ("session-id", "call-id", "bash")
     assert entry["gen_ai.provider.name"] == "openai" and entry["gen_ai.agent.type"] == AGENT
     assert "collector.invalid_fields" not in entry and "gen_ai.tool.call.duration" not in entry
-    assert not (data / "quarantine").exists() or not any((data / "quarantine").rglob("*.jsonl"))
+    assert status["quarantine"]["records"] == 0, status["quarantine"]
 
 
 def one(data: dict[str, Any]) -> dict[str, Any]:

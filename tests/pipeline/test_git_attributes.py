@@ -8,11 +8,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from support import ROOT, read_output
+from support import make_paths, read_output
+from support.collect_once import collect_cli
 
 from collector.pipeline.git_attributes import GitAttributes
 from collector.util.git_url import normalise
@@ -91,10 +91,10 @@ def test_remote_urls_are_one_form_without_credentials(url: str, expected: str) -
 
 
 def test_collect_once_stamps_the_entries(repo: Path, tmp_path: Path) -> None:
-    home, data, config = tmp_path / "home", tmp_path / "data", tmp_path / "config"
-    (home / ".acme").mkdir(parents=True)
-    (config / "agents.d").mkdir(parents=True)
-    (config / "agents.d" / "acme.json").write_text(json.dumps({
+    paths = make_paths(tmp_path)
+    (paths.home / ".acme").mkdir(parents=True)
+    paths.agents_override_dir.mkdir(parents=True)
+    (paths.agents_override_dir / "acme.json").write_text(json.dumps({
         "id": "acme", "name": "Acme", "parser": "canonical", "detect": {}, "integrations": [],
         "sources": [{"kind": "jsonl", "name": "log", "globs": ["~/.acme/*.jsonl"]}]}))
     records = [{"event.name": "user.prompt", "gen_ai.session.id": "s1", "event.id": "p1",
@@ -102,14 +102,9 @@ def test_collect_once_stamps_the_entries(repo: Path, tmp_path: Path) -> None:
                {"event.name": "user.prompt", "gen_ai.session.id": "s2", "event.id": "p2",
                 "workspace.path": str(repo.parent / "app-x")}]
     (repo / "sub").mkdir()
-    (home / ".acme" / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_COLLECTOR_", "XDG_"))}
-    env.update(HOME=str(home), AGENT_COLLECTOR_HOME=str(home), AGENT_COLLECTOR_DATA_DIR=str(data),
-               AGENT_COLLECTOR_CONFIG_DIR=str(config))
-    done = subprocess.run([sys.executable, "-m", "collector", "collect", "--once", "-q"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stderr
-    by_session = {e["gen_ai.session.id"]: e for e in read_output(data / "output") if e["event.name"] == "user.prompt"}
+    (paths.home / ".acme" / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    collect_cli(paths)
+    by_session = {e["gen_ai.session.id"]: e for e in read_output(paths.output_dir) if e["event.name"] == "user.prompt"}
     assert by_session["s1"]["vcs.ref.head.name"] == "main" and by_session["s2"]["vcs.ref.head.name"] == "feature/x"
     assert by_session["s2"]["git.worktree.linked"] is True
     assert {e["vcs.repository.url.full"] for e in by_session.values()} == {"https://github.com/Acme/app"}
