@@ -57,6 +57,7 @@ class CollectorSection:
     once_stall_s: float  # collect --once: how long delivery may make no progress before it stops waiting
     stop_timeout_s: float = 2.5  # on a stop: how long the exporters may take to send what is queued
     git_attributes: bool = True  # vcs.* and git.worktree.* of the entry's working tree (pipeline.git_attributes)
+    export_agent_fields: bool = False  # keep an agent's own agent.<id>.* fields in the entries (else dropped)
 
 
 @dataclass(slots=True)
@@ -87,6 +88,7 @@ class AgentSection:
 class JsonlSection:
     enabled: bool
     dir: str
+    field_names: str = "ours"  # "pilot": LoongSuite Pilot's names where they differ (model.pilot_names)
 
 
 @dataclass(slots=True)

@@ -94,7 +94,8 @@ class PipelineAssembly:
         pipeline = Pipeline(agents, resource, store.seen, correlator, self.config.masking.enabled, status, content,
                             Quarantine(quarantine_dir(self.paths), masker.mask_value), self.sessions.make_turns(cap),
                             masker=masker, guard=guard,
-                            stampers=[GitAttributes()] if self.config.collector.git_attributes else [])
+                            stampers=[GitAttributes()] if self.config.collector.git_attributes else [],
+                            drop_agent_fields=not col.export_agent_fields)
         return Assembled(pipeline, status, guard)
 
     def _masker(self, content: ContentPolicy) -> Masker:

@@ -27,6 +27,7 @@ from typing import Any
 import orjson
 
 from collector.exporters.base import Entry, ExportError
+from collector.model.pilot_names import to_pilot
 from collector.util.private import open_private, opener, private_dir
 
 log = logging.getLogger(__name__)
@@ -40,10 +41,13 @@ class JsonlExporter:
     name = "jsonl"
 
     def __init__(self, directory: Path, mark: dict[str, Any] | None = None,
-                 delivered: Callable[[Iterable[str]], set[str]] | None = None) -> None:
+                 delivered: Callable[[Iterable[str]], set[str]] | None = None, field_names: str = "ours") -> None:
         """``mark``: what :meth:`mark` returned at the last checkpoint commit; ``delivered``: the subset of
-        the given ids the checkpoint store holds as delivered (without it, every id read back is an orphan)."""
+        the given ids the checkpoint store holds as delivered (without it, every id read back is an orphan);
+        ``field_names`` ``"pilot"``: each line uses LoongSuite Pilot's names where they differ from ours
+        (``collector.model.pilot_names.to_pilot``; ``event.id`` is the same in both)."""
         self.directory = directory
+        self._rename = to_pilot if field_names == "pilot" else None
         private_dir(directory)
         self._recent: OrderedDict[str, None] = OrderedDict()
         self._fd: int | None = None
@@ -109,7 +113,7 @@ class JsonlExporter:
                 self.skipped_duplicates += 1
                 self._orphans.discard(eid)  # offered again: committed with this batch
                 continue
-            lines.append(orjson.dumps(entry) if encoded is None else encoded[n])
+            lines.append(self._line(entry, None if encoded is None else encoded[n]))
         if not lines:
             return
         data = b"\n".join(lines) + b"\n"
@@ -133,6 +137,13 @@ class JsonlExporter:
             self._remember(entry["event.id"])
         self.written += len(lines)
         self._since_recovery += len(lines)
+
+    def _line(self, entry: Entry, encoded: bytes | None) -> bytes:
+        if self._rename is not None:
+            renamed = self._rename(entry)
+            if renamed is not entry:
+                return orjson.dumps(renamed)
+        return orjson.dumps(entry) if encoded is None else encoded
 
     def _cut(self, fd: int, size: int) -> None:
         """Truncate back to ``size`` (freeing space needs no space); if even that fails, before the next write."""

@@ -49,7 +49,8 @@ def section_schema(name: str) -> dict[str, Any]:
 def _jsonl(section: dict[str, Any], ctx: ExporterContext) -> list[Exporter]:
     if not section["enabled"]:
         return []
-    return [JsonlExporter(ctx.output_dir, ctx.state("exporter.jsonl", {}), ctx.delivered)]
+    return [JsonlExporter(ctx.output_dir, ctx.state("exporter.jsonl", {}), ctx.delivered,
+                          field_names=section.get("field_names", "ours"))]
 
 
 def _store(section: dict[str, Any], ctx: ExporterContext) -> list[Exporter]:

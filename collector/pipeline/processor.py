@@ -99,6 +99,7 @@ class Pipeline:
         guard: CrashGuard | None = None,
         workspaces: WorkspaceRoots | None = None,
         stampers: Sequence[EntryStamper] = (),
+        drop_agent_fields: bool = False,
     ) -> None:
         self.agents = agents
         self.resource = resource
@@ -117,6 +118,8 @@ class Pipeline:
         self.workspaces = workspaces if workspaces is not None else WorkspaceRoots()
         # after workspace.root, in order: git attributes, custom attributes (collector.pipeline.attributes)
         self.stampers = tuple(stampers)
+        # collector.export_agent_fields off: an agent's own agent.<id>.* fields leave no exporter
+        self.drop_agent_fields = drop_agent_fields
 
     def process(self, records: Iterable[RawRecord]) -> Output:
         """Every record is processed on its own guard: one that fails at any stage goes to the quarantine
@@ -310,6 +313,8 @@ class Pipeline:
         self._stage = "turns"
         self.turns.apply(entry)
         self._stage = "policy"
+        if self.drop_agent_fields:
+            _drop_agent_fields(entry, agent)
         self.content.apply(entry, settings.capture if settings else False)
         if self.masking:
             self._stage = "mask"
@@ -324,6 +329,13 @@ class Pipeline:
         if name == "llm.response" and not any(entry.get(k) for k in _MODEL_KEYS):
             self.stats.without_model[agent] = self.stats.without_model.get(agent, 0) + 1
         return entry
+
+
+def _drop_agent_fields(entry: dict[str, Any], agent: str) -> None:
+    """Remove ``agent.<agent>.*`` (what a canonical record or an external plugin names as the agent's own)."""
+    own = f"agent.{agent}."
+    for key in [k for k in entry if k.startswith(own)]:
+        del entry[key]
 
 
 _MODEL_KEYS = ("gen_ai.response.model", "gen_ai.request.model", "agent.model")

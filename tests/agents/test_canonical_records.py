@@ -47,6 +47,7 @@ def test_an_agent_of_one_definition_file_end_to_end(tmp_path: Path) -> None:
     (home / ".acme").mkdir(parents=True)
     (config / "agents.d").mkdir(parents=True)
     (config / "agents.d" / f"{AGENT}.json").write_text(json.dumps(definition()))
+    (config / "config.toml").write_text("[collector]\nexport_agent_fields = true\n")  # asserted below
     subprocess.run(["sh", str(PLUGIN), str(data / "spool"), str(home / ".acme" / "events.jsonl")],
                    env={"PATH": "/usr/bin:/bin", "HOOK": str(HOOK)}, check=True, timeout=60)
 

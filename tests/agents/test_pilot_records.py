@@ -74,3 +74,29 @@ def test_skill_use_other_and_a_result_without_status() -> None:
     assert prompt["event.name"] == "user.prompt"
     assert one({"event.name": "tool.result", "gen_ai.session.id": "s", "gen_ai.tool.call.id": "c"})[
         "event.name"] == "tool.result"
+
+
+def _collect_with_extra(tmp_path: Path, config: str) -> dict[str, Any]:
+    paths = make_paths(tmp_path)
+    logs = paths.home / ".loongsuite-pilot" / "logs" / AGENT
+    logs.mkdir(parents=True)
+    record = {**json.loads(EXAMPLE.read_text()), "pilot.custom_field": "kept only on request"}
+    (logs / f"{AGENT}-2026-05-12.jsonl").write_text(json.dumps(record) + "\n")
+    paths.agents_override_dir.mkdir(parents=True)
+    (paths.agents_override_dir / f"{AGENT}.json").write_text(json.dumps(definition()))
+    paths.config_dir.mkdir(parents=True, exist_ok=True)
+    (paths.config_dir / "config.toml").write_text(config)
+    collect_cli(paths)
+    [entry] = [e for e in read_output(paths.output_dir) if e["event.name"] == "tool.result"]
+    return entry
+
+
+def test_agent_fields_are_left_out_of_the_output_by_default(tmp_path: Path) -> None:
+    entry = _collect_with_extra(tmp_path, "")
+    assert not [k for k in entry if k.startswith(f"agent.{AGENT}.")], entry
+    assert entry["duration_ms"] == 423  # the record's known fields are all there
+
+
+def test_export_agent_fields_keeps_them(tmp_path: Path) -> None:
+    entry = _collect_with_extra(tmp_path, "[collector]\nexport_agent_fields = true\n")
+    assert entry[f"agent.{AGENT}.pilot.custom_field"] == "kept only on request"

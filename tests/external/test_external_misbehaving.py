@@ -41,6 +41,7 @@ def daemon(tmp: Path, sessions: Path, bin_dir: Path) -> Daemon:
     d = Daemon(tmp, {"PATH": path, "MISFIT_SESSIONS": str(sessions)})
     (tmp / "cfg").mkdir(exist_ok=True)
     (tmp / "cfg" / "config.toml").write_text(
+        '[collector]\nexport_agent_fields = true\n'  # the test reads the plugin's agent.<id>.* fields
         f'[external_agents]\nenabled = true\nrepos = ["{tmp / "repo"}"]\ninterval_s = 1\ntimeout_s = 1\n')
     return d
 

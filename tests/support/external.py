@@ -40,7 +40,8 @@ class Collector:
         self.paths.home.mkdir(parents=True, exist_ok=True)
         self.paths.config_dir.mkdir(parents=True, exist_ok=True)
         table = {"enabled": True, "repos": [str(r) for r in repos], **section}
-        lines = ["[external_agents]"] + [f"{k} = {json.dumps(v)}" for k, v in table.items()]
+        lines = ["[collector]", "export_agent_fields = true",  # the tests read the plugins' agent.<id>.* fields
+                 "[external_agents]"] + [f"{k} = {json.dumps(v)}" for k, v in table.items()]
         self.paths.config_file.write_text("\n".join(lines) + "\n")
         self.path_env = os.pathsep.join(path_entries + ["/usr/bin", "/bin"])
 
