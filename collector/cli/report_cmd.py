@@ -1,5 +1,5 @@
-"""``agent-collector report daily|weekly|monthly|session|model|agent|blocks``: usage and cost from the
-local usage store."""
+"""``agent-collector report daily|weekly|monthly|session|model|agent|project|repo|branch|worktree|blocks`` (or
+``--by KIND``): usage and cost from the local usage store."""
 
 from __future__ import annotations
 
@@ -24,15 +24,22 @@ from collector.util.timezones import local_zone
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "report", help="usage and cost per day, week, month, session, model, agent or 5-hour block",
+        "report", help="usage and cost per day, week, month, session, model, agent, project, git repository, "
+                       "branch, worktree or 5-hour block",
         description="Tokens (input with cache reads and writes apart, output, reasoning), model calls, tool "
                     "calls, tool failures and cost, from the local usage store. Cost comes from the bundled "
-                    "genai-prices table (offline); models it does not know are shown as unpriced.")
-    parser.add_argument("kind", choices=KINDS, help="how to group")
+                    "genai-prices table (offline); models it does not know are shown as unpriced. repo, branch "
+                    "and worktree group by the git repository (its normalised remote URL), branch and working "
+                    "tree the session's directory was in when each entry was collected; (none) is outside git.")
+    parser.add_argument("kind", nargs="?", choices=KINDS, help="how to group (or --by)")
+    parser.add_argument("--by", choices=KINDS, metavar="KIND", help=f"how to group: {', '.join(KINDS)}")
     parser.add_argument("--since", metavar="DATE", help="first day included (YYYY-MM-DD or YYYYMMDD)")
     parser.add_argument("--until", metavar="DATE", help="last day included (YYYY-MM-DD or YYYYMMDD)")
     parser.add_argument("--agent", action="append", default=[], metavar="ID", help="only this agent (repeatable)")
     parser.add_argument("--project", metavar="PATH", help="only sessions in this workspace (full path or last part)")
+    parser.add_argument("--repo", metavar="REPO", help="only entries of this git repository (its remote URL as "
+                                                       "reports show it, or the last part: app)")
+    parser.add_argument("--branch", metavar="NAME", help="only entries on this git branch")
     parser.add_argument("--timezone", metavar="TZ", help="IANA time zone for days and times (default: local)")
     parser.add_argument("--breakdown", action="store_true", help="a line per model under each row")
     parser.add_argument("--json", action="store_true", help="print JSON (docs/reports.md) instead of a table")
@@ -54,7 +61,19 @@ def _midnight_ns(day: date, tz: tzinfo) -> int:
     return int(datetime(day.year, day.month, day.day, tzinfo=tz).timestamp()) * 10**9
 
 
+def report_kind(args: argparse.Namespace) -> str:
+    """The grouping, named as the positional ``kind`` or by ``--by`` (one of them, or both alike)."""
+    by = getattr(args, "by", None)
+    if args.kind and by and args.kind != by:
+        raise ValueError(f"two groupings named: {args.kind} and --by {by}")
+    kind = args.kind or by
+    if not kind:
+        raise ValueError(f"name how to group: report KIND or report --by KIND ({', '.join(KINDS)})")
+    return str(kind)
+
+
 def build_request(args: argparse.Namespace) -> ReportRequest:
+    kind = report_kind(args)
     if args.timezone:
         try:
             tz: tzinfo = ZoneInfo(args.timezone)
@@ -68,8 +87,9 @@ def build_request(args: argparse.Namespace) -> ReportRequest:
     filters = Filters(
         since_ns=_midnight_ns(since, tz) if since else None,
         until_ns=_midnight_ns(until + timedelta(days=1), tz) if until else None,
-        agents=tuple(args.agent), project=args.project)
-    return ReportRequest(args.kind, filters, tz, tz_name, since.isoformat() if since else None,
+        agents=tuple(args.agent), project=args.project, repo=getattr(args, "repo", None) or None,
+        branch=getattr(args, "branch", None) or None)
+    return ReportRequest(kind, filters, tz, tz_name, since.isoformat() if since else None,
                          until.isoformat() if until else None)
 
 

@@ -1,7 +1,8 @@
 """Aggregations over the usage store: token, call, tool and cost totals grouped by a key.
 
 One SQL pass groups the store's rows by the report's key (a local day, week or month through a SQLite
-function that knows the time zone, a session, a model, an agent, or a UTC hour for blocks) and by what
+function that knows the time zone, a session, a model, an agent, a project, a git repository, branch or
+working tree, or a UTC hour for blocks) and by what
 pricing needs (model, provider, UTC day, input band); ``Totals`` then add the groups up in Python and
 price each group with the rates of its model, day and band.
 """
@@ -22,7 +23,8 @@ from collector.usage.prices import PriceTable
 from collector.usage.rollup import SLOT_NS
 
 COUNTED_SQL = rollup.COUNTED
-KINDS = ("daily", "weekly", "monthly", "session", "model", "agent", "project", "blocks")
+KINDS = ("daily", "weekly", "monthly", "session", "model", "agent", "project", "repo", "branch", "worktree", "blocks")
+GIT_KINDS = ("repo", "branch", "worktree")  # the store's columns of the same names
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +33,8 @@ class Filters:
     until_ns: int | None = None  # exclusive
     agents: tuple[str, ...] = ()
     project: str | None = None
+    repo: str | None = None  # the normalised URL, or its last part (the name)
+    branch: str | None = None
     raw: bool = False  # read the entries, not the rollup (tests compare the two)
 
 
@@ -110,8 +114,12 @@ def period_function(kind: str, tz: tzinfo) -> Callable[[int], str]:
     return lambda time_ns: label(time_ns // SLOT_NS)
 
 
-def key_sql(kind: str, rolled: bool = False) -> str:
+def key_sql(kind: str, rolled: bool = False, git: bool = True) -> str:
+    """The SQL of a report's key; ``git`` False: the store has no git columns (one written before them, read
+    without opening it for writing), so every row is of no repository."""
     t = "r" if rolled else "e"
+    if kind in GIT_KINDS:
+        return f"COALESCE({t}.{kind}, '')" if git else "''"
     model = "COALESCE(NULLIF(r.model, ''), s.model, '')" if rolled else "COALESCE(e.model, s.model, '')"
     return {
         "daily": f"period({t}.{'slot * ' + str(SLOT_NS) if rolled else 'time_ns'})",
@@ -123,7 +131,7 @@ def key_sql(kind: str, rolled: bool = False) -> str:
     }[kind]
 
 
-def _where(filters: Filters, rolled: bool = False) -> tuple[str, list[Any]]:
+def _where(filters: Filters, rolled: bool = False, git: bool = True) -> tuple[str, list[Any]]:
     t = "r" if rolled else "e"
     # successful tool results count for nothing: the rollup leaves them out, so does the pass over entries
     clauses = ["1" if rolled else COUNTED_SQL]
@@ -139,9 +147,25 @@ def _where(filters: Filters, rolled: bool = False) -> tuple[str, list[Any]]:
         params.extend(filters.agents)
     if filters.project:
         clauses.append("(s.project = ? OR s.project LIKE ? ESCAPE '\\')")
-        escaped = filters.project.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        params.extend([filters.project, f"%/{escaped}"])
+        params.extend([filters.project, f"%/{_escaped(filters.project)}"])
+    if filters.repo:
+        clauses.append(f"({t}.repo = ? OR {t}.repo LIKE ? ESCAPE '\\')" if git else "0")
+        params.extend([filters.repo, f"%/{_escaped(filters.repo)}"] if git else [])
+    if filters.branch:
+        clauses.append(f"{t}.branch = ?" if git else "0")
+        params.extend([filters.branch] if git else [])
     return " AND ".join(clauses), params
+
+
+def _escaped(text: str) -> str:
+    """``text`` for a LIKE pattern with ESCAPE '\\': its wildcards match only themselves."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def has_git_columns(db: sqlite3.Connection) -> bool:
+    """Does the store's ``events`` have the git columns (schema 5)? A report reads a store read-only, so one the
+    daemon has not opened since the upgrade still has the older table."""
+    return "repo" in {row[1] for row in db.execute("PRAGMA table_info(events)")}
 
 
 def models_present(db: sqlite3.Connection) -> list[tuple[str | None, str | None]]:
@@ -167,16 +191,18 @@ def grouped(db: sqlite3.Connection, kinds: Sequence[str], filters: Filters, tz: 
     db.create_function("period", 1, period_function(periods[0] if periods else "daily", tz), deterministic=True)
     prices.prepare(models_present(db))
     rolled = rollup.usable(db, prices.thresholds) and not filters.raw
-    sql, params = (_rollup_sql if rolled else _entries_sql)(kinds, filters, prices)
+    sql, params = _rollup_sql(kinds, filters, prices) if rolled else _entries_sql(
+        kinds, filters, prices, has_git_columns(db))
     width = len(kinds)
     edge = rollup.representative if rolled else prices.representative
     return [(tuple(row[:width]), row[width] or "unknown", _totals(row[width:], prices, edge))
             for row in db.execute(sql, params)]
 
 
-def _entries_sql(kinds: Sequence[str], filters: Filters, prices: PriceTable) -> tuple[str, list[Any]]:
-    where, params = _where(filters)
-    keys = ", ".join(f"{key_sql(kind)} AS k{i}" for i, kind in enumerate(kinds))
+def _entries_sql(kinds: Sequence[str], filters: Filters, prices: PriceTable,
+                 git: bool = True) -> tuple[str, list[Any]]:
+    where, params = _where(filters, git=git)
+    keys = ", ".join(f"{key_sql(kind, git=git)} AS k{i}" for i, kind in enumerate(kinds))
     names = ", ".join(f"k{i}" for i in range(len(kinds)))
     return f"""
         SELECT {keys}, COALESCE(e.model, s.model) AS mdl, e.provider, e.day,

@@ -9,7 +9,8 @@ from typing import Any
 from collector.util.short_ids import shortest_unique
 
 KEY_HEADERS = {"daily": "Date", "weekly": "Week of", "monthly": "Month", "session": "Session",
-               "model": "Model", "agent": "Agent", "project": "Project", "blocks": "Block (5 h)"}
+               "model": "Model", "agent": "Agent", "project": "Project", "repo": "Repository", "branch": "Branch",
+               "worktree": "Worktree", "blocks": "Block (5 h)"}
 COLUMNS = (("Input", "uncached_input_tokens"), ("Cache read", "cache_read_tokens"),
            ("Cache write", "cache_write_tokens"), ("Output", "output_tokens"), ("Reasoning", "reasoning_tokens"),
            ("Calls", "calls"), ("Tools", "tool_calls"), ("Failed", "tool_failures"))

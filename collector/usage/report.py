@@ -44,7 +44,8 @@ def build_report(db: sqlite3.Connection, request: ReportRequest, prices: PriceTa
     return {
         "report": request.kind, "version": JSON_VERSION, "timezone": request.tz_name,
         "since": request.since, "until": request.until, "agents": list(request.filters.agents),
-        "project": request.filters.project, "price_table": prices.version, "generated_unix": time.time(),
+        "project": request.filters.project, "repo": request.filters.repo, "branch": request.filters.branch,
+        "price_table": prices.version, "generated_unix": time.time(),
         "rows": rows, "total": totals_json(total, request.tz),
     }
 

@@ -1,12 +1,14 @@
-"""The store's rollup: counted entries summed per quarter hour (UTC), agent, session, model, provider and
-input band, kept up to date in the same transaction as the entries. Reports read it instead of the
-entries: a quarter hour is the finest a time zone needs, and the band is the finest a long-context
-price tier needs, so the sums are exactly what a pass over the entries would give (a test compares).
+"""The store's rollup: counted entries summed per quarter hour (UTC), agent, session, model, provider,
+input band, repository, branch and working tree, kept up to date in the same transaction as the entries.
+Reports read it instead of the entries: a quarter hour is the finest a time zone needs, and the band is the
+finest a long-context price tier needs, so the sums are exactly what a pass over the entries would give (a
+test compares).
 
 A band is how many of ``EDGES`` a call's input exceeds; ``EDGES`` holds every tier threshold of the
 bundled price table (a test checks that). A price table with a threshold not in it makes the reports
 fall back to the entries (``usable``), so a new tier is never priced wrong. The rollup is derived data:
-``rebuild`` recomputes it from the entries (a store from before it, or other edges)."""
+``ensure`` drops and rebuilds it from the entries when its ``KEY`` (the edges and ``LAYOUT``, the version of its
+columns) is not the one in ``meta``: a store from before it, from before the git columns, or with other edges."""
 
 from __future__ import annotations
 
@@ -16,17 +18,19 @@ from collections.abc import Iterable
 SLOT_NS = 900 * 10**9
 EDGES = (32_000, 100_000, 128_000, 199_999, 200_000, 256_000, 272_000, 512_000, 524_288)
 EDGES_KEY = ",".join(map(str, EDGES))
+LAYOUT = 2  # 2: repo, branch and worktree in the key
+KEY = f"{EDGES_KEY};{LAYOUT}"
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS slots (
   slot INTEGER NOT NULL, agent TEXT NOT NULL, session TEXT NOT NULL, model TEXT NOT NULL,
-  provider TEXT NOT NULL, band INTEGER NOT NULL,
+  provider TEXT NOT NULL, band INTEGER NOT NULL, repo TEXT NOT NULL, branch TEXT NOT NULL, worktree TEXT NOT NULL,
   calls INTEGER NOT NULL, input INTEGER NOT NULL, cache_read INTEGER NOT NULL, cache_write INTEGER NOT NULL,
   output INTEGER NOT NULL, reasoning INTEGER NOT NULL, tool_calls INTEGER NOT NULL,
   tool_failures INTEGER NOT NULL, errors INTEGER NOT NULL, agent_cost REAL, agent_cost_calls INTEGER NOT NULL,
   a_input INTEGER NOT NULL, a_cache_read INTEGER NOT NULL, a_cache_write INTEGER NOT NULL,
   a_output INTEGER NOT NULL, first_ns INTEGER NOT NULL, last_ns INTEGER NOT NULL,
-  PRIMARY KEY (slot, agent, session, model, provider, band)
+  PRIMARY KEY (slot, agent, session, model, provider, band, repo, branch, worktree)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS slots_session ON slots(agent, session);
 """
@@ -49,11 +53,11 @@ _ADD = ", ".join(f"{c} = {c} + excluded.{c}" for c in (
 _UPSERT = f"""
 INSERT INTO slots
 SELECT e.time_ns / {SLOT_NS}, e.agent, COALESCE(e.session, ''), COALESCE(e.model, ''), COALESCE(e.provider, ''),
-       {_BAND}, {_SUMS}
+       {_BAND}, COALESCE(e.repo, ''), COALESCE(e.branch, ''), COALESCE(e.worktree, ''), {_SUMS}
 FROM events e NOT INDEXED
 WHERE {COUNTED}{{since}}
-GROUP BY 1, 2, 3, 4, 5, 6
-ON CONFLICT(slot, agent, session, model, provider, band) DO UPDATE SET {_ADD},
+GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9
+ON CONFLICT(slot, agent, session, model, provider, band, repo, branch, worktree) DO UPDATE SET {_ADD},
   agent_cost = CASE WHEN excluded.agent_cost IS NULL THEN agent_cost
                     ELSE COALESCE(agent_cost, 0) + excluded.agent_cost END,
   first_ns = MIN(first_ns, excluded.first_ns), last_ns = MAX(last_ns, excluded.last_ns)
@@ -61,10 +65,13 @@ ON CONFLICT(slot, agent, session, model, provider, band) DO UPDATE SET {_ADD},
 
 
 def ensure(db: sqlite3.Connection) -> None:
-    """Create the rollup; (re)build it when the store has entries it does not cover."""
-    db.executescript(SCHEMA)
+    """Create the rollup; (re)build it when the store has entries it does not cover or its layout is older."""
     row = db.execute("SELECT value FROM meta WHERE key = 'rollup_edges'").fetchone()
-    if row is None or row[0] != EDGES_KEY:
+    current = row is not None and row[0] == KEY
+    if not current:
+        db.execute("DROP TABLE IF EXISTS slots")  # an older layout's columns: CREATE IF NOT EXISTS would keep them
+    db.executescript(SCHEMA)
+    if not current:
         rebuild(db)
 
 
@@ -73,7 +80,7 @@ def rebuild(db: sqlite3.Connection) -> None:
     try:
         db.execute("DELETE FROM slots")
         db.execute(_UPSERT.format(since=""))
-        db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES('rollup_edges', ?)", (EDGES_KEY,))
+        db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES('rollup_edges', ?)", (KEY,))
         db.execute("COMMIT")
     except BaseException:
         db.execute("ROLLBACK")
@@ -99,7 +106,7 @@ def usable(db: sqlite3.Connection, thresholds: Iterable[int]) -> bool:
         row = db.execute("SELECT value FROM meta WHERE key = 'rollup_edges'").fetchone()
     except sqlite3.Error:
         return False
-    return row is not None and row[0] == EDGES_KEY and set(thresholds) <= set(EDGES)
+    return row is not None and row[0] == KEY and set(thresholds) <= set(EDGES)
 
 
 def representative(band: int) -> int:

@@ -1,7 +1,9 @@
 """The local usage store: every entry's numbers in one SQLite database under the data directory.
 
 One row per entry (``events``, a rowid table appended in arrival order, unique by its id) with its
-time, UTC day, agent, session, model, tokens, tool outcome and error class, one row per session
+time, UTC day, agent, session, model, tokens, tool outcome, error class and git attribution (the
+repository's normalised remote URL or name, the branch, the working tree's path: the pipeline's
+``vcs.*``/``git.worktree.path`` fields, ``collector.pipeline.git_attributes``), one row per session
 (``sessions``) with its project (the workspace path), model and last status, the models seen (``models``,
 for the price lookup) and the rollup the reports read (``slots``, see ``collector.usage.rollup``). Random
 ids land on random pages, so the id's key is kept apart (below); one index (name, time) serves the
@@ -33,10 +35,11 @@ from pathlib import Path
 from typing import Any
 
 import collector.usage.rollup as rollup
+from collector.util.git_url import normalise
 from collector.util.private import create_private, private_dir
 
-SCHEMA_VERSION = 4  # 2: ``events`` is a rowid table (appended in arrival order); 3: unique by an integer key;
-# 4: the keys in ``event_keys``, merged in sorted passes
+SCHEMA_VERSION = 5  # 2: ``events`` is a rowid table (appended in arrival order); 3: unique by an integer key;
+# 4: the keys in ``event_keys``, merged in sorted passes; 5: repo, branch, worktree (added to older rows as NULL)
 FILE_NAME = "usage.sqlite"
 PAGE_SIZE = 8192  # fewer, fuller pages per commit than SQLite's 4096
 MERGE_AT = 32_768  # rows whose keys wait in memory before they move into ``event_keys`` in one sorted pass
@@ -67,7 +70,10 @@ CREATE TABLE IF NOT EXISTS events (
   tool_status TEXT,
   error_type TEXT,
   http_status INTEGER,
-  detail TEXT
+  detail TEXT,
+  repo TEXT,
+  branch TEXT,
+  worktree TEXT
 )"""
 _COLLIDED = "CREATE TABLE IF NOT EXISTS collided (event_id TEXT PRIMARY KEY) WITHOUT ROWID"
 _KEYS = "CREATE TABLE IF NOT EXISTS event_keys (k INTEGER PRIMARY KEY, id INTEGER NOT NULL)"
@@ -97,12 +103,13 @@ CREATE TABLE IF NOT EXISTS models (model TEXT NOT NULL, provider TEXT NOT NULL D
 _COLUMNS = ("event_id", "name", "time_ns", "day", "agent", "session", "turn", "scope", "provider", "model",
             "input", "output", "cache_read", "cache_write", "reasoning", "agent_cost_usd", "duration_ms",
             "tool", "tool_status", "error_type", "http_status", "detail")
+GIT_COLUMNS = ("repo", "branch", "worktree")  # schema 5; a store of 1..3 is copied by ``_COLUMNS``, then these added
 # NULL is bound as '' and turned back by NULLIF (no label is '', no number is text): Python's sqlite3 binds a
 # None through an adapter lookup that raises and clears two AttributeErrors, 180 ns each, where a str is
 # bound at once; a row has a dozen.
 _NOT_NULL = {"event_id", "name", "time_ns", "day", "agent", "input", "output", "cache_read", "cache_write", "reasoning"}
-_INSERT = (f"INSERT OR IGNORE INTO events(k,{','.join(_COLUMNS)}) VALUES(?,"
-           + ",".join("?" if c in _NOT_NULL else "NULLIF(?, '')" for c in _COLUMNS) + ")")
+_INSERT = (f"INSERT OR IGNORE INTO events(k,{','.join(_COLUMNS + GIT_COLUMNS)}) VALUES(?,"
+           + ",".join("?" if c in _NOT_NULL else "NULLIF(?, '')" for c in _COLUMNS + GIT_COLUMNS) + ")")
 _KEY_BIAS = 1 << 63
 _KEY_MASK = (1 << 64) - 1
 _SESSION_UPSERT = """
@@ -180,7 +187,19 @@ def event_row(entry: dict[str, Any]) -> tuple[Any, ...]:
     return (event_key(event_id), event_id, entry["event.name"], time_ns, utc_day(time_ns), entry["gen_ai.agent.type"],
             session, turn, scope, provider, response_model or request_model, *tokens, _bound_num(cost),
             _bound_num(duration), tool, tool_status, error_type, http_status if isinstance(http_status, int) else "",
-            detail)
+            detail, *git_labels(entry))
+
+
+def git_labels(entry: dict[str, Any]) -> tuple[str, str, str]:
+    """The entry's repository (its remote URL in one form, ``collector.util.git_url``, else its name), branch and
+    working tree, ``''`` where absent. A URL the agent itself sent in another form is normalised too; one that is no
+    repository address gives way to the name."""
+    url, name = entry.get("vcs.repository.url.full"), entry.get("vcs.repository.name")
+    repo = normalise(url) if isinstance(url, str) and url else None
+    if not repo:
+        repo = name if isinstance(name, str) else ""
+    branch, worktree = entry.get("vcs.ref.head.name"), entry.get("git.worktree.path")
+    return repo, branch if isinstance(branch, str) else "", worktree if isinstance(worktree, str) else ""
 
 
 def _bound_num(value: Any) -> float | str:
@@ -276,6 +295,15 @@ def _migrate(db: sqlite3.Connection) -> None:
         raise
 
 
+def _add_git_columns(db: sqlite3.Connection) -> None:
+    """A store of schema 4 (or one moved over from 1..3 by an older version): ``repo``, ``branch`` and
+    ``worktree`` are added, NULL in the rows it holds (they were stored before the attribution existed)."""
+    columns = {row[1] for row in db.execute("PRAGMA table_info(events)")}
+    missing = [c for c in GIT_COLUMNS if columns and c not in columns]
+    for column in missing:
+        db.execute(f"ALTER TABLE events ADD COLUMN {column} TEXT")
+
+
 def connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
     """A connection to the store. Read-only connections never create or change the file."""
     if readonly:
@@ -291,6 +319,7 @@ def connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
         db.execute("PRAGMA synchronous=FULL")
         db.execute(f"PRAGMA cache_size={-CACHE_KIB}")
         _migrate(db)
+        _add_git_columns(db)
         db.executescript(_SCHEMA)
         db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES('schema_version', ?)", (str(SCHEMA_VERSION),))
         path.chmod(0o600)

@@ -161,7 +161,8 @@ def test_a_schema_1_store_moves_into_the_rowid_table(tmp_path: Path) -> None:
     assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
     indexes = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'events'")}
     assert "events_time" in indexes and not indexes & {"events_day", "events_session", "events_model"}
-    as_stored = [tuple(None if v == "" else v for v in event_row(e)[1:]) for e in entries]  # '' is bound as NULL
+    as_stored = [tuple(None if v == "" else v for v in event_row(e)[1:len(_COLUMNS) + 1])  # '' is bound as NULL
+                 for e in entries]
     assert sorted(as_stored) == rows
 
 
