@@ -35,9 +35,12 @@ from collector.agents.common import (
     iso_to_ns,
     native_entry,
     text_message,
+    unreadable,
     usage_excluding_cache,
+    wrong_types,
 )
 from collector.model import AgentActivityEntry, RawRecord
+from collector.util.json_kinds import json_type
 
 _EXIT_CODE = re.compile(r"Command exited with code (\d+)\s*$")
 _SESSION_NAME = re.compile(r"_([0-9a-fA-F-]{36})\.jsonl$")
@@ -64,6 +67,8 @@ def _parse_line(record: RawRecord) -> list[AgentActivityEntry]:
     if kind == "compaction" and isinstance(data.get("id"), str):
         attrs = {"compaction.tokens_before": as_int(data.get("tokensBefore"))}
         return [native_entry(record, "compaction", iso_to_ns(data.get("timestamp")), session, data["id"], attrs)]
+    if kind == "compaction":
+        return wrong_types(record, data, {"id": str}, "compaction ")
     return []
 
 
@@ -75,7 +80,7 @@ def _file_session(path: Any) -> str | None:
 def _header(record: RawRecord, data: dict[str, Any]) -> list[AgentActivityEntry]:
     session = data.get("id")
     if not isinstance(session, str) or not session:
-        return []
+        return wrong_types(record, data, {"id": str}, "session header ")
     attrs = {"session.source": "fork" if data.get("parentSession") else "startup",
              "workspace.path": data.get("cwd")}
     return [native_entry(record, "session.start", iso_to_ns(data.get("timestamp")), session, "start", attrs)]
@@ -102,8 +107,10 @@ def _text(content: Any) -> str:
 
 def _prompt(record: RawRecord, message: dict[str, Any], session: str | None) -> list[AgentActivityEntry]:
     stamp = as_int(message.get("timestamp"))
-    if stamp is None:
-        return []
+    if stamp is None:  # pi's prompt has no id but its time: without one it cannot be told from another
+        value = message.get("timestamp")
+        return [] if value is None else [unreadable(record, f"user message timestamp is {json_type(value)}, "
+                                                            "not an integer")]
     text = _text(message.get("content"))
     attrs = {"gen_ai.turn.id": str(stamp), "gen_ai.input.messages": text_message("user", text) if text else None}
     return [_entry(record, "user.prompt", stamp, session, f"prompt:{stamp}", attrs)]
@@ -118,18 +125,28 @@ def _assistant(record: RawRecord, message: dict[str, Any], session: str | None) 
         error = message.get("errorMessage")
         attrs = {"error.type": "api_error", "error.message": error if isinstance(error, str) else None}
         entries.append(_entry(record, "error", stamp, session, native, attrs))
-    for part in message.get("content") or []:
-        if isinstance(part, dict) and part.get("type") == "toolCall" and isinstance(part.get("id"), str):
+    entries += wrong_types(record, message, {"content": (str, list)}, "assistant message ")
+    for part in _parts(message):
+        if not isinstance(part, dict):  # it may have been a tool call: say so rather than lose it unseen
+            entries += wrong_types(record, {"content[]": part}, {"content[]": dict}, "assistant message ")
+        elif part.get("type") == "toolCall" and isinstance(part.get("id"), str):
             entries.append(_entry(record, "tool.call", stamp, session, part["id"], {
                 "gen_ai.tool.name": part.get("name"), "gen_ai.tool.call.id": part["id"],
                 "gen_ai.tool.call.arguments": part.get("arguments")}))
+        elif part.get("type") == "toolCall" or not isinstance(part.get("type"), str):
+            entries += wrong_types(record, part, {"type": str, "id": str}, "assistant message content[] ")
     return entries
+
+
+def _parts(message: dict[str, Any]) -> list[Any]:
+    content = message.get("content")
+    return content if isinstance(content, list) else []
 
 
 def _response_attrs(message: dict[str, Any]) -> dict[str, Any]:
     usage = _obj(message.get("usage"))
     total = _obj(usage.get("cost")).get("total")
-    text = _text([p for p in message.get("content") or [] if isinstance(p, dict) and p.get("type") == "text"])
+    text = _text([p for p in _parts(message) if isinstance(p, dict) and p.get("type") == "text"])
     response_id = message.get("responseId")
     return {
         "gen_ai.provider.name": message.get("provider"),
@@ -149,7 +166,7 @@ def _obj(value: Any) -> dict[str, Any]:
 def _tool_result(record: RawRecord, message: dict[str, Any], session: str | None) -> list[AgentActivityEntry]:
     call_id = message.get("toolCallId")
     if not isinstance(call_id, str) or not call_id:
-        return []
+        return wrong_types(record, message, {"toolCallId": str}, "tool result ")
     attrs = _result_attrs(call_id, message.get("toolName"), message.get("content"), message.get("isError"))
     return [_entry(record, "tool.result", as_int(message.get("timestamp")), session, call_id, attrs)]
 
@@ -195,6 +212,8 @@ def _parse_hook(record: RawRecord) -> list[AgentActivityEntry]:
         call_id = hook.get("toolCallId")
         attrs = _result_attrs(call_id, hook.get("toolName"), hook.get("content"), hook.get("isError"))
         return [hook_entry(record, hook, "tool.result", session, call_id, attrs)]
+    if hook.event == "tool_result":
+        return wrong_types(record, hook.payload, {"toolCallId": str}, "tool_result ")
     if hook.event == "session_start":
         return _hook_start(record, hook, session)
     if hook.event == "session_shutdown" and hook.get("reason") != "reload":
@@ -209,7 +228,7 @@ def _parse_hook(record: RawRecord) -> list[AgentActivityEntry]:
 def _hook_tool_call(record: RawRecord, hook: HookEnvelope, session: str | None) -> list[AgentActivityEntry]:
     call_id = hook.get("toolCallId")
     if not isinstance(call_id, str) or not call_id:
-        return []
+        return wrong_types(record, hook.payload, {"toolCallId": str}, "tool_call ")
     attrs = {"gen_ai.tool.name": hook.get("toolName"), "gen_ai.tool.call.id": call_id,
              "gen_ai.tool.call.arguments": hook.get("input")}
     return [hook_entry(record, hook, "tool.call", session, call_id, attrs)]
