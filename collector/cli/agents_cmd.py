@@ -38,6 +38,8 @@ def _register_extra(sub: argparse._SubParsersAction) -> None:
 def _problems(result: LoadResult) -> None:
     for problem in result.problems:
         sys.stderr.write(f"warning: agent definition skipped: {problem}\n")
+    for notice in result.notices:
+        sys.stderr.write(f"note: {notice}\n")
 
 
 def cmd_list(args: argparse.Namespace) -> int:

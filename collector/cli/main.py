@@ -23,6 +23,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "status_cmd": ("status",), "config_cmd": ("config",), "live_cmd": ("sessions",), "report_cmd": ("report",),
     "doctor_cmd": ("doctor",), "dashboard_cmd": ("dashboard",), "service_cmd": ("service",),
     "quarantine_cmd": ("quarantine",),
+    "import_cmd": ("import",),
 }
 
 

@@ -209,6 +209,8 @@ class Service:
         self._verdicts.save()  # the state folder exists now: the next start skips the schema checks
         for problem in loaded.problems:
             log.error("agent definition skipped: %s", problem)
+        for notice in loaded.notices:
+            log.warning("%s", notice)
         disabled = set(disabled_agents(self.paths))
         self.definitions.update({k: d for k, d in loaded.agents.items()
                                  if agent_setting(self.config, k, "enabled", d.enabled) and k not in disabled})

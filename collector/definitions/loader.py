@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from collector.definitions.pilot_convert import convert, field_of, is_pilot_definition
 from collector.definitions.schema import definition_schema
 from collector.definitions.status_rules import AgentStatusRules
 from collector.definitions.verdicts import Verdicts, digest
@@ -92,6 +93,9 @@ class AgentDefinition:
 class LoadResult:
     agents: dict[str, AgentDefinition] = field(default_factory=dict)
     problems: list[DefinitionProblem] = field(default_factory=list)
+    # What was said about a file but did not stop it (a LoongSuite Pilot definition converted on load, or
+    # not convertible: it is skipped, not a problem, so load_for still starts).
+    notices: list[DefinitionProblem] = field(default_factory=list)
 
 
 @cache
@@ -181,6 +185,18 @@ def _files(directory: Path) -> Iterable[Path]:
     return sorted(directory.glob("*.json")) if directory.is_dir() else []
 
 
+def _from_pilot(data: dict[str, Any], file: str, builtin_ids: frozenset[str],
+                notices: list[DefinitionProblem]) -> dict[str, Any] | None:
+    """A LoongSuite Pilot definition placed in agents.d: ours converted from it (or None: the built-in one
+    stays, or it cannot be converted), with one notice per field not carried."""
+    conversion = convert(data, builtin_ids)
+    for line in conversion.reasons:
+        notices.append(DefinitionProblem(file, field_of(line), f"LoongSuite Pilot definition not converted: {line}"))
+    for line in conversion.notes:
+        notices.append(DefinitionProblem(file, field_of(line), f"LoongSuite Pilot definition: {line}"))
+    return conversion.definition
+
+
 Check = Callable[[dict[str, Any], str], list[DefinitionProblem]]  # (merged definition, its file) -> problems
 
 
@@ -198,8 +214,11 @@ def load_definitions(override_dir: Path | None = None, builtin_dir: Path | None 
         data = _read(path, result.problems)
         if data is not None:
             merged[data["id"]] = (data, (str(path),))
+    builtin_ids = frozenset(merged)
     for path in _files(override_dir) if override_dir else []:
         data = _read(path, result.problems)
+        if data is not None and is_pilot_definition(data):
+            data = _from_pilot(data, str(path), builtin_ids, result.notices)
         if data is None:
             continue
         base, files = merged.get(data["id"], ({}, ()))
