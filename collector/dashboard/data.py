@@ -1,6 +1,8 @@
-"""The numbers ``/v1/usage`` answers: usage and cost per day, per agent, model and project, the live
-sessions, recent tool failures and errors, the collector's health. Read from the usage store (a fresh
-read-only connection per request) and the daemon's snapshot; no content unless capture kept it."""
+"""The numbers ``/v1/usage`` answers: usage and cost per day, per agent, model, project, git repository and
+branch (all of them narrowed to one repository and/or branch when asked), the repositories and branches
+there are to choose from, the live sessions, recent tool failures and errors, the collector's health. Read
+from the usage store (a fresh read-only connection per request) and the daemon's snapshot; no content unless
+capture kept it."""
 
 from __future__ import annotations
 
@@ -12,18 +14,21 @@ from pathlib import Path
 from typing import Any
 
 from collector.usage.prices import CACHE_NAME, PriceTable
-from collector.usage.query import Filters, Totals, fold, grouped
+from collector.usage.query import Filters, Totals, fold, git_choices, grouped
 from collector.usage.report import totals_json
 from collector.usage.store import connect
 from collector.util.short_ids import shortest_unique
 
 FAILURES = 25
-KINDS = ("daily", "agent", "model", "project")
+KINDS = ("daily", "agent", "model", "project", "repo", "branch")
 
 
 def usage_view(store: Path, snapshot: dict[str, Any], tz: tzinfo, tz_name: str, days: int,
                capture: bool, now: float | None = None,
-               own_prices: Mapping[str, Mapping[str, float]] | None = None) -> dict[str, Any]:
+               own_prices: Mapping[str, Mapping[str, float]] | None = None, repo: str | None = None,
+               branch: str | None = None) -> dict[str, Any]:
+    """``repo`` (a normalised URL or its last part) and ``branch`` narrow the usage tables, the days and the
+    total; the live sessions, failures and health are not narrowed, the choices (``git``) never."""
     now = time.time() if now is None else now
     today = datetime.fromtimestamp(now, tz).date()
     first = today - timedelta(days=days - 1)
@@ -31,15 +36,17 @@ def usage_view(store: Path, snapshot: dict[str, Any], tz: tzinfo, tz_name: str, 
     view: dict[str, Any] = {
         "generated_unix": now, "timezone": tz_name, "days": days, "since": first.isoformat(),
         "until": today.isoformat(), "content_capture": capture, "store": str(store),
-        "sessions": _sessions(snapshot), "health": _health(snapshot),
+        "sessions": _sessions(snapshot), "health": _health(snapshot), "repo": repo, "branch": branch,
     }
     if not store.is_file():
         return {**view, "price_table": PriceTable().version, "daily": _days(first, today, []),
-                "by_agent": [], "by_model": [], "by_project": [], "total": None, "recent_failures": []}
+                "by_agent": [], "by_model": [], "by_project": [], "by_repo": [], "by_branch": [], "git": [],
+                "total": None, "recent_failures": []}
     db = connect(store, readonly=True)
     try:
         prices = PriceTable(store.with_name(CACHE_NAME), own_prices)
-        rows = grouped(db, KINDS, Filters(since_ns=since_ns), tz, prices)  # one pass for all four tables
+        rows = grouped(db, KINDS, Filters(since_ns=since_ns, repo=repo, branch=branch), tz, prices)  # one pass
+        choices = [{"repo": r, "branch": b} for r, b in git_choices(db, since_ns)]
         failures = _label_failures(_failures(db, since_ns, capture))
     finally:
         db.close()
@@ -51,6 +58,7 @@ def usage_view(store: Path, snapshot: dict[str, Any], tz: tzinfo, tz_name: str, 
         total.add(group.totals)
     return {**view, "price_table": prices.version, "daily": _days(first, today, tables["daily"]),
             "by_agent": tables["agent"], "by_model": tables["model"], "by_project": tables["project"],
+            "by_repo": tables["repo"], "by_branch": tables["branch"], "git": choices,
             "total": totals_json(total, tz), "recent_failures": failures}
 
 

@@ -44,6 +44,7 @@ SECURITY = (
     ("Cross-Origin-Opener-Policy", "same-origin"),
 )
 _ALLOWED_SITES = ("same-origin", "none")
+MAX_LABEL = 2048  # a repository URL is at most collector.util.git_url.MAX_URL
 
 
 def asset(name: str) -> bytes:
@@ -117,7 +118,7 @@ class DashboardRoute:
         days = _days(request)
         tz, name = self._zone(request)
         view = usage_view(self.store, self.snapshot(), tz, name, days, self.capture, time.time(),
-                          self.own_prices)
+                          self.own_prices, repo=_label(request, "repo"), branch=_label(request, "branch"))
         return Response(200, orjson.dumps(view), "application/json", SECURITY)
 
     def _zone(self, request: Request) -> tuple[tzinfo, str]:
@@ -128,6 +129,15 @@ class DashboardRoute:
             except (ZoneInfoNotFoundError, ValueError):
                 raise HttpError(400, f"unknown time zone {quote(name)!r}") from None
         return self.local_zone()
+
+
+def _label(request: Request, key: str) -> str | None:
+    """A ``repo``/``branch`` filter of the query: text of at most ``MAX_LABEL`` characters, no control
+    characters; empty or absent is no filter."""
+    value = (request.query.get(key) or [""])[0]
+    if len(value) > MAX_LABEL or any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+        raise HttpError(400, f"{key} must be at most {MAX_LABEL} characters, without control characters")
+    return value or None
 
 
 def _days(request: Request) -> int:

@@ -168,6 +168,21 @@ def has_git_columns(db: sqlite3.Connection) -> bool:
     return "repo" in {row[1] for row in db.execute("PRAGMA table_info(events)")}
 
 
+def git_choices(db: sqlite3.Connection, since_ns: int) -> list[tuple[str, str]]:
+    """The (repository, branch) pairs with counted usage since ``since_ns`` (``''`` where there is none), in
+    order: from the rollup (a range of its key) when it is current, else from the entries; none from a store
+    without the git columns."""
+    if rollup.usable(db, ()):
+        sql, params = "SELECT DISTINCT repo, branch FROM slots WHERE slot >= ?", [since_ns // SLOT_NS]
+    elif has_git_columns(db):
+        sql = (f"SELECT DISTINCT COALESCE(e.repo, ''), COALESCE(e.branch, '') FROM events e "
+               f"WHERE {COUNTED_SQL} AND e.time_ns >= ?")
+        params = [since_ns]
+    else:
+        return []
+    return sorted((str(r[0]), str(r[1])) for r in db.execute(sql, params))
+
+
 def models_present(db: sqlite3.Connection) -> list[tuple[str | None, str | None]]:
     """Every model the store has seen (with its provider), from the small ``models`` table."""
     sql = ("SELECT model, NULLIF(provider, '') FROM models "

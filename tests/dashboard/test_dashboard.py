@@ -215,3 +215,55 @@ def test_the_dashboard_command_prints_a_one_time_link_for_our_own_daemon_only(
     assert main(["dashboard", "--home", str(paths.home)]) == 1
     out, err = capsys.readouterr()
     assert out == "" and "held by another user (uid 7)" in err and not login_file(paths).exists()
+
+
+def test_usage_narrowed_to_a_repository_and_branch(tmp_path: Path) -> None:
+    """The usage tables, days and total follow the repository and branch filters; the choices do not."""
+    import time
+    from zoneinfo import ZoneInfo
+
+    from collector.dashboard.data import usage_view
+    from collector.usage.store import UsageStore
+
+    shop, web = "https://github.com/acme/shop", "https://github.com/acme/web"
+    now = time.time()
+
+    def call(eid: str, repo: str | None, branch: str | None, inp: int) -> dict[str, Any]:
+        git = {"vcs.repository.url.full": repo, "vcs.ref.head.name": branch} if repo else {}
+        return {"event.id": eid, "event.name": "llm.response", "time_unix_nano": int(now * 1e9) - 1000,
+                "gen_ai.agent.type": "codex", "gen_ai.session.id": eid, "gen_ai.usage.input_tokens": inp, **git}
+
+    store = UsageStore(tmp_path / "u.sqlite")
+    store.add([call("a", shop, "main", 100), call("b", shop, "feature/x", 7), call("c", web, "main", 50),
+               call("d", None, None, 1)])
+    store.close()
+
+    def view(**filters: str) -> dict[str, Any]:
+        return usage_view(tmp_path / "u.sqlite", {}, ZoneInfo("UTC"), "UTC", 30, False, now, **filters)
+
+    every = view()
+    assert every["git"] == [{"repo": "", "branch": ""}, {"repo": shop, "branch": "feature/x"},
+                            {"repo": shop, "branch": "main"}, {"repo": web, "branch": "main"}]
+    assert {r["key"]: r["input_tokens"] for r in every["by_branch"]} == {"": 1, "feature/x": 7, "main": 150}
+    assert {r["key"]: r["input_tokens"] for r in every["by_repo"]} == {"": 1, shop: 107, web: 50}
+    for filters, total in (({"repo": "shop"}, 107), ({"repo": shop, "branch": "main"}, 100),
+                           ({"branch": "main"}, 150), ({"branch": "nope"}, 0)):
+        narrowed = view(**filters)
+        assert narrowed["total"]["input_tokens"] == sum(d["input_tokens"] for d in narrowed["daily"]) == total
+        assert sum(r["input_tokens"] for r in narrowed["by_agent"]) == total
+        assert narrowed["git"] == every["git"] and (narrowed["repo"], narrowed["branch"]) == (
+            filters.get("repo"), filters.get("branch"))
+
+
+def test_usage_filters_are_checked_at_the_route(served: Any) -> None:
+    server, _, paths = served
+    dashboard = {SESSION_HEADER: login(server, paths)}
+    everything = json.loads(get(server, "/v1/usage?days=366&tz=UTC", **dashboard)[2])
+    assert everything["total"]["calls"] > 0 and everything["git"] == [{"repo": "", "branch": ""}]
+    status, _, body = get(server, "/v1/usage?days=366&tz=UTC&repo=&branch=", **dashboard)
+    assert status == 200 and json.loads(body)["total"] == everything["total"], "empty is no filter"
+    status, _, body = get(server, "/v1/usage?days=366&tz=UTC&branch=feature%2Fx", **dashboard)
+    data = json.loads(body)
+    assert status == 200 and data["branch"] == "feature/x" and data["total"]["calls"] == 0 and data["by_agent"] == []
+    assert get(server, "/v1/usage?repo=" + "a" * 2049, **dashboard)[0] == 400
+    assert get(server, "/v1/usage?branch=a%0Ab", **dashboard)[0] == 400

@@ -247,6 +247,10 @@ def test_dashboard_in_chromium(daemon: tuple[Paths, int], tmp_path: Path) -> Non
     assert shown["sessions:count"] == "1", "only the session active now is live, not the day-old history"
     assert shown["session:live-now-1:status"] == "idle"
     assert dom.count('data-k="failure"') >= 5, "the failing_command cases' tool failures are listed"
+    assert shown["repo::calls"] == shown["branch::calls"] == shown["total:calls"], "no fixture is in a repository"
+    link, _ = _login_link(paths, port, "?days=366&branch=no-such-branch")  # the page asks /v1/usage for the branch
+    narrowed = _shown(browser.run(link, "--dump-dom"))
+    assert narrowed["total:calls"] == "0" and "agent:codex:calls" not in narrowed
 
     attack, attack_port, seen = _serve_attack(tmp_path / "attacker")
     try:

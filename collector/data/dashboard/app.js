@@ -143,6 +143,22 @@ function healthTable(h) {
     el("td", {}, k), el("td", { class: "text", "data-k": `health:${k}` }, String(v))))));
 }
 
+// The repository and branch filters: every repository (and, for the one chosen, its branches; else all
+// branches) with usage in the window; a choice the window lacks (from the address) stays selectable.
+function fillSelect(select, values) {
+  const chosen = select.value;
+  const all = [...new Set(values.filter((v) => v))].sort();
+  if (chosen && !all.includes(chosen)) all.push(chosen);
+  select.replaceChildren(el("option", { value: "" }, "all"), ...all.map((v) => el("option", { value: v }, v)));
+  select.value = chosen;
+}
+
+function gitChoices(pairs) {
+  const repo = $("repo").value;
+  fillSelect($("repo"), pairs.map((p) => p.repo));
+  fillSelect($("branch"), pairs.filter((p) => !repo || p.repo === repo).map((p) => p.branch));
+}
+
 function render(data) {
   const t = data.total || {};
   const today = data.daily[data.daily.length - 1] || {};
@@ -163,6 +179,9 @@ function render(data) {
   $("by-agent").replaceChildren(usageTable(data.by_agent, "Agent", "agent"));
   $("by-model").replaceChildren(usageTable(data.by_model, "Model", "model"));
   $("by-project").replaceChildren(usageTable(data.by_project, "Project", "project", (p) => p || "(no workspace)"));
+  $("by-repo").replaceChildren(usageTable(data.by_repo || [], "Repository", "repo", (r) => r || "(no repository)"));
+  $("by-branch").replaceChildren(usageTable(data.by_branch || [], "Branch", "branch", (b) => b || "(no branch)"));
+  gitChoices(data.git || []);
   $("sessions").replaceChildren(sessionsTable(data.sessions));
   $("failures").replaceChildren(failuresTable(data.recent_failures));
   $("health").replaceChildren(healthTable(data.health));
@@ -196,7 +215,8 @@ async function load() {
   const tz = Intl.DateTimeFormat().resolvedOptions().timeZone || "";
   try {
     const token = await dashboardToken();
-    const answer = await fetch(`/v1/usage?days=${days}&tz=${encodeURIComponent(tz)}`, {
+    const git = ["repo", "branch"].map((k) => $(k).value ? `&${k}=${encodeURIComponent($(k).value)}` : "").join("");
+    const answer = await fetch(`/v1/usage?days=${days}&tz=${encodeURIComponent(tz)}${git}`, {
       headers: { "X-Agent-Collector-Dashboard": token }, credentials: "omit", cache: "no-store" });
     if (answer.status === 401) sessionStorage.removeItem(SESSION_KEY);
     if (!answer.ok) throw new Error(`HTTP ${answer.status}: ${(await answer.json()).error || ""}`);
@@ -213,6 +233,15 @@ document.addEventListener("DOMContentLoaded", () => {
     if (![...$("days").options].some((o) => o.value === asked)) $("days").append(el("option", {}, asked));
     $("days").value = asked;
   }
+  for (const key of ["repo", "branch"]) {  // ?repo=…&branch=… pre-select, like ?days=
+    const value = new URLSearchParams(location.search).get(key);
+    if (value) {
+      $(key).append(el("option", { value }, value));
+      $(key).value = value;
+    }
+  }
+  $("repo").addEventListener("change", () => { $("branch").value = ""; load(); });  // another repository's branches
+  $("branch").addEventListener("change", load);
   $("days").addEventListener("change", load);
   load();
   setInterval(load, 15000);
