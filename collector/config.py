@@ -57,6 +57,7 @@ class CollectorSection:
     once_stall_s: float  # collect --once: how long delivery may make no progress before it stops waiting
     stop_timeout_s: float = 2.5  # on a stop: how long the exporters may take to send what is queued
     git_attributes: bool = True  # vcs.* and git.worktree.* of the entry's working tree (pipeline.git_attributes)
+    upstream_trace_link: bool = False  # a session started with TRACEPARENT: its turns under that span
     export_agent_fields: bool = False  # keep an agent's own agent.<id>.* fields in the entries (else dropped)
 
 
@@ -159,6 +160,7 @@ class Config:
     external_agents: ExternalAgentsSection = field(default_factory=ExternalAgentsSection)
     deploy: DeploySection = field(default_factory=DeploySection)
     prices: dict[str, dict[str, float]] = field(default_factory=dict)  # model -> USD per million (usage.config_prices)
+    attributes: dict[str, str] = field(default_factory=dict)  # custom attributes on every entry (pipeline.attributes)
 
     def agent(self, agent_id: str) -> AgentSection:
         return self.agents.get(agent_id) or AgentSection()
@@ -380,10 +382,11 @@ def _normalized(value: Any, node: Mapping[str, Any] | None) -> Any:
 
 
 def _build(data: dict[str, Any]) -> Config:
-    full = _normalized({name: data.get(name, {}) for name in [*SECTIONS, "agents", "otlp", "prices"]}, schema())
+    full = _normalized({name: data.get(name, {}) for name in [*SECTIONS, "agents", "otlp", "prices", "attributes"]},
+                       schema())
     sections = {name: cls(**full[name]) for name, cls in SECTIONS.items()}
     agents = {k: AgentSection(**v) for k, v in full["agents"].items()}
-    return Config(**sections, agents=agents, otlp=full["otlp"], prices=full["prices"])
+    return Config(**sections, agents=agents, otlp=full["otlp"], prices=full["prices"], attributes=full["attributes"])
 
 
 def _known_agents(config_file: Path) -> list[str]:
@@ -475,6 +478,9 @@ port = 0                     # 0: chosen per user at install, kept in <state dir
 # enabled = true
 # [[otlp.backends]]
 # endpoint = "http://127.0.0.1:4318"
+
+# [attributes]                 # custom attributes on every entry (also OTEL_RESOURCE_ATTRIBUTES,
+# team = "platform"            # OTEL_SPAN_ATTRIBUTES and `agent-collector attributes set`)
 
 # [prices."qwen3-coder-plus"]  # your own price for a model, USD per million tokens; wins over the tables
 # input = 1.0

@@ -14,8 +14,8 @@
 #   the program that started the agent), both from the agent's environment and only when set: copied as
 #   they are when they fit (attributes <= 1024 bytes with no control character, quote or backslash;
 #   traceparent <= 128 bytes of lowercase hex digits and dashes), else written as false, which the
-#   daemon reads into the spool envelope (collector/sources/spool_lines.py; the pipeline does not stamp
-#   them on entries yet);
+#   daemon reads into the spool envelope (collector/sources/spool_lines.py) and stamps on the session's
+#   entries (collector/pipeline/invocation.py);
 # - the payload text is the input as it came, with newlines and CRs turned into spaces (valid JSON has
 #   them only between tokens); it is NOT checked here: the daemon parses every spool line anyway and
 #   keeps a payload that is not valid JSON as a string ("payload_raw"), counted, without touching the

@@ -22,7 +22,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "collect_cmd": ("run", "collect"), "agents_cmd": ("agents",), "deploy_cmd": ("install", "uninstall"),
     "status_cmd": ("status",), "config_cmd": ("config",), "live_cmd": ("sessions",), "report_cmd": ("report",),
     "doctor_cmd": ("doctor",), "dashboard_cmd": ("dashboard",), "service_cmd": ("service",),
-    "quarantine_cmd": ("quarantine",),
+    "quarantine_cmd": ("quarantine",), "attributes_cmd": ("attributes",),
     "import_cmd": ("import",),
 }
 

@@ -146,6 +146,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     if lost:  # parts of records of a shape the parser cannot read: left out, so counted with their cause
         print("record parts left out (a field of an unreadable shape): "
               + ", ".join(f"{k} ({n})" for k, n in sorted(lost.items())))
+    refused = (status.get("pipeline") or {}).get("attributes_left_out") or {}
+    if refused:  # custom or per-invocation attributes (or a TRACEPARENT) that could not be used
+        print("custom attributes left out: " + ", ".join(f"{k} ({n})" for k, n in sorted(refused.items())))
     cut = (status.get("pipeline") or {}).get("truncated") or {}
     if cut:  # records nested deeper than the boundary reads: their deepest values left out, the rest read
         print("records read with their values below depth 64 left out: "

@@ -8,8 +8,8 @@ import getpass
 import logging
 import os
 import socket
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 from collector.agents.registry import load_parser
 from collector.config import Config, ConfigError, agent_setting
@@ -17,6 +17,7 @@ from collector.daemon.followed_paths import hook_path_fields
 from collector.daemon.session_state import SessionState
 from collector.definitions import AgentDefinition
 from collector.paths import Paths
+from collector.pipeline.attributes import EntryStamper, GlobalAttributes, attribute_file
 from collector.pipeline.content_policy import (
     KEY_FILE,
     ContentKeyError,
@@ -45,7 +46,8 @@ class Assembled:
 @dataclass(slots=True)
 class PipelineAssembly:
     """Owns the recipe: each agent's settings (its parser, whether content is captured, the hook fields
-    that name transcript files, the declared field types), the resource (user and host), the content
+    that name transcript files, the declared field types), the resource (user and host), the stamps (git, custom
+    attributes; ``env``: the daemon's environment for OTEL_*_ATTRIBUTES), the content
     policy and the masking, the crash guard and the quarantine; the session-keeping parts come from
     ``sessions`` (their state is in the checkpoint store). ``record_faults``: a fatal signal is reported
     to <state dir>/fault.log (the commands, not in-process tests)."""
@@ -54,6 +56,7 @@ class PipelineAssembly:
     paths: Paths
     sessions: SessionState
     record_faults: bool = False
+    env: Mapping[str, str] = field(default_factory=lambda: os.environ)  # OTEL_*_ATTRIBUTES are the daemon's
 
     def agent_settings(self, agent_id: str, defn: AgentDefinition) -> AgentSettings | None:
         """None (logged): its parser cannot be loaded, and the agent is skipped."""
@@ -94,9 +97,15 @@ class PipelineAssembly:
         pipeline = Pipeline(agents, resource, store.seen, correlator, self.config.masking.enabled, status, content,
                             Quarantine(quarantine_dir(self.paths), masker.mask_value), self.sessions.make_turns(cap),
                             masker=masker, guard=guard,
-                            stampers=[GitAttributes()] if self.config.collector.git_attributes else [],
+                            stampers=self._stampers(),
+                            invocations=self.sessions.make_invocations(cap, col.upstream_trace_link),
                             drop_agent_fields=not col.export_agent_fields)
         return Assembled(pipeline, status, guard)
+
+    def _stampers(self) -> list[EntryStamper]:
+        """Git attributes (the agent's own facts), then the global custom attributes."""
+        git: list[EntryStamper] = [GitAttributes()] if self.config.collector.git_attributes else []
+        return [*git, GlobalAttributes(self.config.attributes, self.env, attribute_file(self.paths.config_dir))]
 
     def _masker(self, content: ContentPolicy) -> Masker:
         """The shipped rules and the config's, with the modes per field class (hash: keyed like content)."""

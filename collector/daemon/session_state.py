@@ -1,7 +1,7 @@
-"""The pipeline's per-session state in the checkpoint store: the correlator's, the status tracker's and
-the turn marker's sessions, one scope each (``CheckpointStore.session``), so that memory holds at most
-``collector.sessions_in_memory`` of them and a session evicted or left open at a stop is loaded back when
-its agent writes again (or the idle rule closes it)."""
+"""The pipeline's per-session state in the checkpoint store: the correlator's, the status tracker's,
+the turn marker's and the invocation contexts' sessions, one scope each (``CheckpointStore.session``), so
+that memory holds at most ``collector.sessions_in_memory`` of them and a session evicted or left open at a
+stop is loaded back when its agent writes again (or the idle rule closes it)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 
 from collector.definitions.status_rules import AgentStatusRules
 from collector.pipeline.correlate import Correlator
+from collector.pipeline.invocation import Invocations
 from collector.pipeline.status import SessionStatusTracker
 from collector.pipeline.turns import TurnMarker
 from collector.state.checkpoints import CheckpointStore, Commit, SessionRow
@@ -19,6 +20,7 @@ SESSIONS_KEY = "status.sessions"  # where an older version kept the status track
 CORRELATOR_SCOPE = "correlator"  # per-session state in the checkpoint store (collector.pipeline.session_cache)
 STATUS_SCOPE = "status"
 TURNS_SCOPE = "turns"
+INVOCATIONS_SCOPE = "invocations"
 OLDER_KEYS = ("correlator", SESSIONS_KEY, "turns")  # an older version's all-in-one values, one per part
 
 
@@ -33,6 +35,7 @@ class SessionState:
     correlator: Correlator | None = None
     status: SessionStatusTracker | None = None
     turns: TurnMarker | None = None
+    invocations: Invocations | None = None
 
     def make_correlator(self, cap: int) -> Correlator:
         store = self.store
@@ -57,12 +60,19 @@ class SessionState:
         self.turns = TurnMarker(store.get("turns"), cap, lambda key: store.session(TURNS_SCOPE, key))
         return self.turns
 
+    def make_invocations(self, cap: int, link_traces: bool) -> Invocations:
+        store = self.store
+        self.invocations = Invocations(link_traces, cap, lambda key: store.session(INVOCATIONS_SCOPE, key))
+        return self.invocations
+
     def rows(self) -> list[SessionRow]:
         """The per-session state changed since the last commit (correlator, turn marker, status tracker)."""
         rows = []
         if self.correlator is not None and self.turns is not None:
             rows = [SessionRow(CORRELATOR_SCOPE, k, v, last) for k, v, last in self.correlator.changes()]
             rows += [SessionRow(TURNS_SCOPE, k, v) for k, v in self.turns.changes()]
+        if self.invocations is not None:
+            rows += [SessionRow(INVOCATIONS_SCOPE, k, v) for k, v in self.invocations.changes()]
         if self.status is not None:
             rows += [SessionRow(STATUS_SCOPE, k, v, last, due) for k, v, last, due in self.status.changes()]
         return rows

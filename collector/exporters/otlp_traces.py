@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 _KINDS = {"INTERNAL": 1, "CLIENT": 3}  # Span.SpanKind
 _STATUS = {"UNSET": 0, "OK": 1, "ERROR": 2}  # Status.StatusCode
 _FLAGS = wire.fixed32(16, 0x100)  # SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK: the parent is known to be local
+_REMOTE = wire.fixed32(16, 0x300)  # ... and SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK: an upstream caller's span
 
 
 def span_body(span: SpanData, attrs: wire.KeyValues, event_attrs: wire.KeyValues) -> bytes:
@@ -51,7 +52,7 @@ def span_body(span: SpanData, attrs: wire.KeyValues, event_attrs: wire.KeyValues
     code = _STATUS[span.status]
     message = wire.string(2, span.status_message or "") if span.status == "ERROR" else b""
     parts.append(wire.ld(15, message + (wire.tag(3, 0) + wire.varint(code) if code else b"")))
-    parts.append(_FLAGS)
+    parts.append(_REMOTE if span.parent_remote else _FLAGS)
     return b"".join(parts)
 
 

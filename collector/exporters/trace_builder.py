@@ -13,11 +13,17 @@ Ids are deterministic: the trace id hashes agent + session + turn, span ids hash
 id, response id) or the entry's ``event.id``, so rebuilding a turn after a crash yields the same spans.
 Span times come from the entries' ``time_unix_nano``; a model call without a request entry starts at
 ``response time - duration_ms``.
+
+Upstream trace linking: when the turn's entries carry ``upstream.trace_id`` and ``upstream.parent_span_id``
+(the pipeline stamps them on a session started with ``TRACEPARENT`` when ``collector.upstream_trace_link`` is
+on, ``collector.pipeline.invocation``), the turn's spans are in that trace and the root's parent is that
+span (a remote parent).
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +34,7 @@ Entry = Mapping[str, Any]
 AttrValue = str | bool | int | float | list[str] | list[int] | list[float] | list[bool]
 
 INTERNAL = "INTERNAL"
+_HEX = re.compile(r"[0-9a-f]{32}-[0-9a-f]{16}\Z")  # upstream trace id - parent span id
 CLIENT = "CLIENT"
 
 # token fields of an llm.response -> span attribute names (semconv); only chat spans carry them
@@ -71,9 +78,11 @@ class SpanData:
     status: str = "UNSET"  # UNSET | OK | ERROR
     status_message: str | None = None
     events: list[SpanEvent] = field(default_factory=list)
+    parent_remote: bool = False  # the parent is another process's span (upstream trace linking)
 
     def to_json(self) -> dict[str, Any]:
         return {
+            **({"parent_remote": True} if self.parent_remote else {}),
             "name": self.name,
             "kind": self.kind,
             "trace_id": f"{self.trace_id:032x}",
@@ -101,6 +110,7 @@ class SpanData:
             status=data.get("status", "UNSET"),
             status_message=data.get("status_message"),
             events=[SpanEvent(n, int(t), dict(a)) for n, t, a in data.get("events") or []],
+            parent_remote=data.get("parent_remote") is True,
         )
 
 
@@ -178,6 +188,18 @@ def _content(attrs: dict[str, AttrValue], entry: Entry, fields: Iterable[str]) -
         _put(attrs, f"{key}.hmac", entry.get(f"{key}.hmac"))
 
 
+def upstream_of(entries: Iterable[Entry]) -> tuple[int, int] | None:
+    """(trace id, parent span id) of the first entry naming a usable upstream span (lowercase hex of the
+    W3C lengths, not all zero), or None."""
+    for entry in entries:
+        trace, parent = entry.get("upstream.trace_id"), entry.get("upstream.parent_span_id")
+        if isinstance(trace, str) and isinstance(parent, str) and _HEX.match(f"{trace}-{parent}"):
+            ids = int(trace, 16), int(parent, 16)
+            if all(ids):
+                return ids
+    return None
+
+
 def _parent_call(entry: Entry) -> str | None:
     if entry.get("gen_ai.agent.scope") == "subagent" or _name(entry).startswith("subagent."):
         parent = entry.get("gen_ai.subagent.parent_tool_call.id")
@@ -190,7 +212,8 @@ class _Builder:
     def __init__(self, turn: TurnInput) -> None:
         self.turn = turn
         self.entries = sorted(turn.entries, key=_t)
-        self.trace_id = trace_id_for(turn.agent, turn.session, turn.key)
+        self.upstream = upstream_of(self.entries)
+        self.trace_id = self.upstream[0] if self.upstream else trace_id_for(turn.agent, turn.session, turn.key)
         self.root_id = root_span_id(turn.agent, turn.session, turn.key)
         self.spans: list[SpanData] = []
         self.tool_spans: dict[str, SpanData] = {}
@@ -445,7 +468,8 @@ class _Builder:
             kind=INTERNAL,
             trace_id=self.trace_id,
             span_id=self.root_id,
-            parent_id=None,
+            parent_id=self.upstream[1] if self.upstream else None,
+            parent_remote=self.upstream is not None,
             start_ns=min(starts, default=0),
             end_ns=max(ends, default=0),
             attributes=attrs,

@@ -42,7 +42,9 @@ RECHECK_S = 1.0
 ENV_VARIABLES = ("OTEL_RESOURCE_ATTRIBUTES", "OTEL_SPAN_ATTRIBUTES")
 KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}$")
 RESERVED = ("gen_ai.", "event.", "session.", "collector.", "schema.", "turn.", "vcs.", "git.", "workspace.",
-            "tool.", "masking.", "agent.", "compaction.", "prompt.", "source.", "llm.", "subagent.")
+            "tool.", "masking.", "agent.", "compaction.", "prompt.", "source.", "llm.", "subagent.", "upstream.",
+            "agent_collector.")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ufffd]")  # also what a percent escape decodes to
 RESERVED_KEYS = frozenset({"time_unix_nano", "observed_time_unix_nano", "user.id", "host.name", "duration_ms",
                            "error.type", "error.message", "http.response.status_code"})
 
@@ -65,16 +67,27 @@ def key_problem(key: str) -> str | None:
     return None
 
 
+def pair_problem(key: Any, value: Any) -> str | None:
+    """Why ``key = value`` cannot be a custom attribute, or None."""
+    if not isinstance(key, str):
+        return "not a string key"
+    if (reason := key_problem(key)) is not None:
+        return reason
+    if not isinstance(value, str):
+        return "its value is not a string"
+    if len(value) > MAX_VALUE:
+        return f"its value is longer than {MAX_VALUE} characters"
+    if _CONTROL.search(value):
+        return "its value holds a control character"
+    return None
+
+
 def checked(pairs: Mapping[str, Any], where: str, problems: dict[str, int]) -> dict[str, str]:
     """The usable pairs; each refused one counted in ``problems`` under ``"<where>: <reason>"``."""
     out: dict[str, str] = {}
     for key, value in pairs.items():
-        reason = key_problem(key) if isinstance(key, str) else "not a string key"
-        if reason is None and not isinstance(value, str):
-            reason = "its value is not a string"
-        elif reason is None and len(value) > MAX_VALUE:
-            reason = f"its value is longer than {MAX_VALUE} characters"
-        elif reason is None and len(out) >= MAX_ATTRIBUTES:
+        reason = pair_problem(key, value)
+        if reason is None and len(out) >= MAX_ATTRIBUTES:
             reason = f"more than {MAX_ATTRIBUTES} attributes"
         if reason is not None:
             _count(problems, f"{where}: {str(key)[:64]!r} {reason}")

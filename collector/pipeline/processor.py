@@ -27,6 +27,7 @@ from collector.pipeline.correlate import Correlator
 from collector.pipeline.crash_guard import CrashGuard
 from collector.pipeline.dedupe import Deduper
 from collector.pipeline.field_types import FieldTypes
+from collector.pipeline.invocation import Invocations
 from collector.pipeline.masking import Masker, default_masker
 from collector.pipeline.quarantine import Due, Quarantine, describe
 from collector.pipeline.turns import TurnMarker
@@ -99,6 +100,7 @@ class Pipeline:
         guard: CrashGuard | None = None,
         workspaces: WorkspaceRoots | None = None,
         stampers: Sequence[EntryStamper] = (),
+        invocations: Invocations | None = None,
         drop_agent_fields: bool = False,
     ) -> None:
         self.agents = agents
@@ -118,6 +120,8 @@ class Pipeline:
         self.workspaces = workspaces if workspaces is not None else WorkspaceRoots()
         # after workspace.root, in order: git attributes, custom attributes (collector.pipeline.attributes)
         self.stampers = tuple(stampers)
+        # per-invocation context of a session (collector.pipeline.invocation): before the other stamps
+        self.invocations = invocations
         # collector.export_agent_fields off: an agent's own agent.<id>.* fields leave no exporter
         self.drop_agent_fields = drop_agent_fields
 
@@ -174,6 +178,9 @@ class Pipeline:
                 paths.extend(_discovered(checked, settings.path_fields))
             if entries or checked.kind == "hook":  # a hook record that made no entry may still move the status
                 parsed.append((checked, entries, named))
+        if self.invocations is not None:  # hook records first: a session's context is known to all its entries
+            for record, entries, _ in parsed:
+                self.invocations.observe(record, entries)
         fresh_ids = {e["event.id"] for e in self.deduper.fresh([e for _, es, _ in parsed for e in es])}
         out: list[dict[str, Any]] = []
         origins: list[tuple[int, RawRecord]] = []
@@ -203,7 +210,7 @@ class Pipeline:
     def attribute_problems(self) -> dict[str, int]:
         """What the stamps refused or could not read, per reason (a stamp's ``problems``, if it has them)."""
         out: dict[str, int] = {}
-        for stamper in self.stampers:
+        for stamper in (*self.stampers, self.invocations):
             for reason, count in getattr(stamper, "problems", {}).items():
                 out[reason] = out.get(reason, 0) + count
         return out
@@ -306,6 +313,8 @@ class Pipeline:
             entry.setdefault("gen_ai.provider.name", settings.provider)
         self.workspaces.apply(entry)
         self._stage = "attributes"
+        if self.invocations is not None:
+            self.invocations.apply(entry)
         for stamper in self.stampers:
             stamper.apply(entry)
         self._stage = "correlate"

@@ -7,7 +7,7 @@ text (``payload`` null, ``payload_raw`` the text) and counted; it never costs th
 a payload that happens to close the envelope early (``1,"agent":"x"``) cannot change its fields.
 The agent's invocation attributes and trace context, when the hook found them in its environment, come
 between the event and the payload (``"attributes"``, ``"traceparent"``: a string or false) and are kept
-in the envelope as they are (no pipeline step reads them yet).
+in the envelope as they are (``collector.pipeline.invocation`` checks them and stamps the session).
 Lines in another layout (the daemon's own writer, an agent plugin that writes the spool) are parsed whole.
 A line ``{..., "dropped": "<reason>"}`` is the hook saying it gave up on an event: counted, not a record.
 As for every JSONL source (``collector.model.decode``), a BOM before the line is skipped and lone UTF-16
