@@ -7,6 +7,7 @@ defines is not there yet: `collector.deploy` had three such loops)."""
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -97,3 +98,14 @@ def test_no_module_imports_its_own_package_face() -> None:
         wrong += [f"{path.relative_to(ROOT.parent)}:{line} imports {module}"
                   for line, module in _imports(path) if module == face]
     assert wrong == []
+
+
+def test_the_architecture_table_is_this_layer_list() -> None:
+    """docs/architecture.md's tree (``| layer | package | owns |``) names every unit at the layer it has here."""
+    doc = (ROOT.parent / "docs" / "architecture.md").read_text()
+    table: dict[str, int] = {}
+    for row in re.findall(r"^\| (\d+) \| (.+?) \|", doc, re.M):
+        for name in re.findall(r"`([^`]+)`", row[1]):
+            table[name.removeprefix("collector/").removesuffix("/").removesuffix(".py")] = int(row[0])
+    assert len(table) > 10, "the table is where the test looks"
+    assert table == LAYER
