@@ -12,11 +12,12 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
-from support import FIXTURES, ROOT, make_paths, read_output
+from support import FIXTURES, ROOT, make_paths, prepare_fixture, read_output
 from support.collect_once import collect_cli
 
 from collector.definitions import load_definitions
 from collector.deploy.engine import install_agent, uninstall_agent
+from collector.paths import Paths
 
 CLAUDE = FIXTURES / "claude-code" / "tool_then_answer"
 MEMBER = "acme-code"
@@ -29,7 +30,7 @@ def _readme_definition() -> dict[str, object]:
     return dict(json.loads(match.group(1)))
 
 
-def _as_member(root: Path) -> object:
+def _as_member(root: Path) -> Paths:
     """The Claude Code capture, moved where the member keeps its files, its spool lines under its id."""
     home = root / "home"
     shutil.copytree(CLAUDE / "home" / ".claude", home / ".acme")
@@ -54,14 +55,12 @@ def _comparable(entries: list[dict[str, object]]) -> Counter[tuple[object, ...]]
 
 
 def test_the_readme_family_member_reads_like_the_agent_it_copies(tmp_path: Path) -> None:
-    from support import prepare_fixture
-
     original = prepare_fixture(CLAUDE, tmp_path / "claude")
     collect_cli(original)
     claude = read_output(original.output_dir)
     member = _as_member(tmp_path / "member")
-    status = collect_cli(member)  # type: ignore[arg-type]
-    mine = read_output(member.output_dir)  # type: ignore[attr-defined]
+    status = collect_cli(member)
+    mine = read_output(member.output_dir)
     assert {e["gen_ai.agent.type"] for e in mine} == {MEMBER}
     assert len(mine) > 10 and _comparable(mine) == _comparable(claude)
     assert {e["gen_ai.session.id"] for e in mine} == {e["gen_ai.session.id"] for e in claude}
@@ -70,16 +69,16 @@ def test_the_readme_family_member_reads_like_the_agent_it_copies(tmp_path: Path)
 
 def test_the_readme_family_member_is_listed_installed_and_removed(tmp_path: Path) -> None:
     member = _as_member(tmp_path)
-    loaded = load_definitions(member.agents_override_dir)  # type: ignore[attr-defined]
+    loaded = load_definitions(member.agents_override_dir)
     assert not loaded.problems, [str(p) for p in loaded.problems]
     definition = loaded.agents[MEMBER]
-    settings = member.home / ".acme" / "settings.json"  # type: ignore[attr-defined]
+    settings = member.home / ".acme" / "settings.json"
     settings.write_text('{"theme": "dark"}\n')
     before = settings.read_bytes()
-    changes = install_agent(definition, member)  # type: ignore[arg-type]
+    changes = install_agent(definition, member)
     assert changes and not [c for c in changes if c.failed], changes
     hooks = json.loads(settings.read_text())["hooks"]
     assert set(hooks) == {"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop", "SessionEnd"}
     assert MEMBER in json.dumps(hooks), "the hooks spool under the member's own id"
-    uninstall_agent(definition, member)  # type: ignore[arg-type]
+    uninstall_agent(definition, member)
     assert settings.read_bytes() == before
