@@ -195,11 +195,17 @@ def git_labels(entry: dict[str, Any]) -> tuple[str, str, str]:
     working tree, ``''`` where absent. A URL the agent itself sent in another form is normalised too; one that is no
     repository address gives way to the name."""
     url, name = entry.get("vcs.repository.url.full"), entry.get("vcs.repository.name")
-    repo = normalise(url) if isinstance(url, str) and url else None
+    repo = _repo_form(url) if isinstance(url, str) and url else None
     if not repo:
         repo = name if isinstance(name, str) else ""
     branch, worktree = entry.get("vcs.ref.head.name"), entry.get("git.worktree.path")
     return repo, branch if isinstance(branch, str) else "", worktree if isinstance(worktree, str) else ""
+
+
+@functools.lru_cache(maxsize=1024)
+def _repo_form(url: str) -> str | None:
+    """``normalise`` (about 8 us a call) once per URL: a store's entries name a handful of repositories."""
+    return normalise(url)
 
 
 def _bound_num(value: Any) -> float | str:
