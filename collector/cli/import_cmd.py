@@ -65,9 +65,32 @@ def cmd_loongsuite(args: argparse.Namespace) -> int:
     known = set(builtin) | {c.pilot_id for _, c in plan.conversions if c.definition}
     out["config"] = plan.lines + _config(plan, paths, known, args.dry_run) + _live(plan, paths, args.dry_run)
     if args.remove_pilot_hooks:
-        out["hooks"] = pilot_hooks.remove(paths, pilot_hooks.targets(builtin.values(), paths), args.dry_run) \
-            or ["no LoongSuite Pilot hooks found in the agents agent-collector hooks"]
+        found = pilot_hooks.targets(builtin.values(), paths, plan.pilot_files)
+        out["hooks"] = _running(pilot_home) + (pilot_hooks.remove(paths, found, args.dry_run) or [
+            "no LoongSuite Pilot hooks found in the agents agent-collector hooks"])
+        if any(" removed " in line for line in out["hooks"]):
+            out["hooks"].append("run `agent-collector install` so that ours collect from these agents "
+                                "(`import loongsuite --restore-pilot-hooks` puts Pilot's back)")
     return _report(out, args.json)
+
+
+def _running(pilot_home: Path) -> list[str]:
+    """A warning when Pilot's daemon runs (its pid file, ``$PILOT_DATA/loongsuite-pilot.pid``): its hook
+    watchdog puts removed hooks back within minutes."""
+    from collector.util.regular import read_regular
+
+    data = read_regular(str(pilot_home / "loongsuite-pilot.pid"), 32) or b""
+    try:
+        pid = int(data.strip() or b"0")
+        if pid <= 1:
+            return []
+        os.kill(pid, 0)
+    except (ValueError, ProcessLookupError, OverflowError):
+        return []
+    except PermissionError:
+        pass  # another user's process holds the number: it runs
+    return [f"warning: LoongSuite Pilot's daemon runs (pid {pid}); its hook watchdog puts the hooks back: "
+            "stop it first (loongsuite-pilot stop)"]
 
 
 def _report(out: dict[str, Any], as_json: bool) -> int:

@@ -18,7 +18,8 @@ from typing import Any
 import orjson
 
 from collector.config import schema as config_schema
-from collector.definitions.pilot_convert import Conversion, convert, is_pilot_definition, our_id
+from collector.definitions.loader import deep_merge
+from collector.definitions.pilot_convert import Conversion, convert, deploy_files, is_pilot_definition, our_id
 from collector.paths import Paths
 from collector.pipeline.attributes import checked
 from collector.util.regular import read_regular
@@ -32,6 +33,7 @@ class Plan:
     conversions: list[tuple[Path, Conversion]] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)  # sections of our config.toml to set
     live_attributes: dict[str, str] = field(default_factory=dict)  # for <config dir>/attributes.json
+    pilot_files: dict[str, list[str]] = field(default_factory=dict)  # our id -> the files Pilot edits for it
     lines: list[str] = field(default_factory=list)  # what was carried, what was not, and why
 
 
@@ -59,29 +61,49 @@ def pilot_data_template(pilot_home: Path, paths: Paths) -> str:
     return str(resolved)
 
 
-def definition_files(pilot_home: Path) -> list[Path]:
-    """The user's local definitions, then the installed versions' built-in ones (a local one wins)."""
-    found: dict[str, Path] = {}
+def definition_files(pilot_home: Path) -> dict[str, list[Path]]:
+    """Per file name: the installed versions' built-in definition (the newest version directory sorts last),
+    then the user's local one (``agents.d.local``), which is merged over it."""
+    found: dict[str, list[Path]] = {}
+    versions = pilot_home / "versions"
+    for path in sorted(versions.glob("*/agents.d/*.json")) if versions.is_dir() else []:
+        found[path.name] = [path]
     local = pilot_home / "agents.d.local"
-    builtin = sorted((pilot_home / "versions").glob("*/agents.d/*.json")) if (pilot_home / "versions").is_dir() else []
     for path in sorted(local.glob("*.json")) if local.is_dir() else []:
-        found.setdefault(path.stem, path)
-    for path in reversed(builtin):  # the newest version directory sorts last
-        found.setdefault(path.stem, path)
-    return sorted(found.values(), key=lambda p: (p.parent != local, p.name))[:MAX_DEFINITIONS]
+        found[path.name] = found.get(path.name, [])[:1] + [path]
+    return dict(sorted(found.items())[:MAX_DEFINITIONS])
 
 
-def plan_import(pilot_home: Path, paths: Paths, ours: Collection[str]) -> Plan:
-    plan = Plan()
-    template = pilot_data_template(pilot_home, paths)
-    for path in definition_files(pilot_home):
+def _definition(files: list[Path], plan: Plan) -> dict[str, Any] | None:
+    merged: dict[str, Any] = {}
+    for path in files:
         data, problem = read_json(path)
         if problem or not isinstance(data, dict) or not is_pilot_definition(data):
             plan.lines.append(f"skipped {path}: {problem or 'not a LoongSuite Pilot definition'}")
             continue
-        plan.conversions.append((path, convert(data, ours, template)))
-    imported = {c.ours or c.pilot_id for _, c in plan.conversions if c.converted}
+        merged = deep_merge(merged, data)
+    return merged or None
+
+
+def pilot_data_dir(pilot_home: Path, config: Any) -> Path:
+    """``$PILOT_DATA``: the config's ``dataDir`` when it names one, else the home itself."""
+    named = config.get("dataDir") if isinstance(config, dict) else None
+    return Path(named).expanduser() if isinstance(named, str) and named.startswith(("/", "~/")) else pilot_home
+
+
+def plan_import(pilot_home: Path, paths: Paths, ours: Collection[str]) -> Plan:
+    plan = Plan()
     config, problem = read_json(pilot_home / "config.json")
+    template = pilot_data_template(pilot_data_dir(pilot_home, config), paths)
+    for files in definition_files(pilot_home).values():
+        data = _definition(files, plan)
+        if data is None:
+            continue
+        conversion = convert(data, ours, template)
+        plan.conversions.append((files[-1], conversion))
+        if conversion.ours:
+            plan.pilot_files.setdefault(conversion.ours, []).extend(deploy_files(data))
+    imported = {c.ours or c.pilot_id for _, c in plan.conversions if c.converted}
     if problem or (config is not None and not isinstance(config, dict)):
         plan.lines.append(f"config: {problem or 'config.json is not a JSON object'}; nothing carried")
     elif isinstance(config, dict):

@@ -97,6 +97,17 @@ def convert(data: Mapping[str, Any], ours: Collection[str], pilot_data: str = DE
     return Conversion(raw_id, definition=definition, notes=_notes(data))
 
 
+def deploy_files(data: Mapping[str, Any]) -> list[str]:
+    """The agent config files Pilot's definition edits (``hook.settingsPath``, ``pluginInject.configPaths``),
+    as path templates; ones naming a variable Pilot expands itself (``$PI_CODING_AGENT_DIR``) are left out."""
+    hook, inject = data.get("hook"), data.get("pluginInject")
+    found = [hook.get("settingsPath")] if isinstance(hook, Mapping) else []
+    if isinstance(inject, Mapping) and isinstance(inject.get("configPaths"), list):
+        found += inject["configPaths"]
+    return [f for f in found if isinstance(f, str) and f.startswith("~/") and "$" not in f and ".." not in f
+            and len(f) <= MAX_TEXT][:16]
+
+
 def _mode(data: Mapping[str, Any]) -> str:
     mode = data.get("deployMode")
     return mode[:64] if isinstance(mode, str) else "none"

@@ -1,9 +1,10 @@
-"""LoongSuite Pilot's hooks out of an agent's config file, and back byte for byte.
+"""LoongSuite Pilot's hooks (and injected plugin specs) out of an agent's config file, and back byte for byte.
 
-Pilot's hook commands all name its data folder (``$PILOT_DATA/hooks/<agent>-loongsuite-pilot-hook.sh``,
+Pilot's hook commands and plugin specs all name its data folder (``$PILOT_DATA/hooks/<agent>-loongsuite-pilot-hook.sh``,
 expanded to ``~/.loongsuite-pilot/...``; its uninstaller removes the entries carrying that marker,
 github.com/alibaba/loongsuite-pilot ``docs/installation.md``). Only the files of agents we hook ourselves
-(our ``settings_hooks`` and ``flat_hooks`` integrations) are touched, so the two collectors do not both run.
+(our ``settings_hooks`` and ``flat_hooks`` files, and the config files where Pilot injects its plugin
+for an agent we load a plug-in into) are touched, so the two collectors do not both run.
 Before a file changes its exact bytes are saved under ``<state dir>/pilot-hooks/``; ``restore`` writes them
 back when the file is still as removal left it (a file changed since is named and left alone).
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import re
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,14 +39,36 @@ class Target:
     format: str  # json | jsonc | toml
 
 
-def targets(definitions: Iterable[Any], paths: Paths) -> list[Target]:
-    """The hook files of our definitions (``AgentDefinition``s) that hook their agent themselves."""
+# Where Pilot injects its plugin spec for agents we integrate with a plug-in of our own (Pilot's
+# agents.d/opencode.json and pi-coding-agent.json, ``pluginInject.configPaths``); a Pilot definition found in
+# its home adds its own ``hook.settingsPath`` and ``pluginInject.configPaths`` (``extra``).
+PLUGIN_FILES = {
+    "opencode": ("${XDG_CONFIG_HOME:-~/.config}/opencode/opencode.jsonc", "${XDG_CONFIG_HOME:-~/.config}/opencode/"
+                 "opencode.json", "${XDG_CONFIG_HOME:-~/.config}/opencode/config.json"),
+    "pi": ("${PI_CODING_AGENT_DIR:-~/.pi/agent}/settings.json",),
+}
+PLUGIN_KEYS = ("plugin", "plugins", "extensions")  # top-level lists of plugin specs (pluginInject.configKey)
+
+
+def _format(path: str) -> str:
+    return "toml" if path.endswith(".toml") else "jsonc" if path.endswith(".jsonc") else "json"
+
+
+def targets(definitions: Iterable[Any], paths: Paths, extra: Mapping[str, Iterable[str]] | None = None) -> list[Target]:
+    """The files of the agents we integrate ourselves (``AgentDefinition``s) where Pilot's hooks or plugin
+    specs live: our hook files, Pilot's plugin files for our plug-in agents, and ``extra`` (agent id -> path
+    templates, from Pilot's definitions of those agents)."""
     out: dict[Path, Target] = {}
     for definition in definitions:
         for spec in definition.raw.get("integrations", []):  # every variant: each hooks the agent
             if isinstance(spec, dict) and spec.get("kind") in HOOK_KINDS and isinstance(spec.get("file"), str):
                 path = paths.expand(spec["file"])
                 out.setdefault(path, Target(definition.id, path, str(spec.get("format", "json"))))
+        more = [*PLUGIN_FILES.get(definition.id, ()), *((extra or {}).get(definition.id, ()))]
+        for template in more:
+            if definition.raw.get("integrations"):
+                path = paths.expand(template)
+                out.setdefault(path, Target(definition.id, path, _format(template)))
     return list(out.values())
 
 
@@ -77,13 +100,25 @@ def _one_removal(text: str, hooks: Node) -> str | None:
     return None
 
 
+def _one_spec_removal(text: str, root: Node) -> str | None:
+    """The text with one of Pilot's plugin specs (a string naming its folder) out of a top-level list."""
+    for key in PLUGIN_KEYS:
+        specs = find(root, [key])
+        if specs is not None and specs.kind == "array":
+            for index, item in enumerate(specs.items):
+                if item.kind == "string" and any(m in str(item.scalar) for m in MARKERS):
+                    return remove_item(text, specs, index)
+    return None
+
+
 def without_pilot_json(text: str, comments: bool) -> tuple[str, int]:
     removed = 0
     while True:
-        hooks = find(parse(text, comments=comments), ["hooks"])
-        if hooks is None or hooks.kind != "object":
-            return text, removed
-        changed = _one_removal(text, hooks)
+        root = parse(text, comments=comments)
+        hooks = find(root, ["hooks"])
+        changed = _one_removal(text, hooks) if hooks is not None and hooks.kind == "object" else None
+        if changed is None:
+            changed = _one_spec_removal(text, root)
         if changed is None:
             return text, removed
         text, removed = changed, removed + 1

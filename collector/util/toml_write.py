@@ -17,7 +17,7 @@ def dumps(data: Mapping[str, Any]) -> str:
     _table(lines, [], data, header=False)
     text = "\n".join(lines).strip("\n") + "\n"
     if tomllib.loads(text) != data:
-        raise ValueError("the data has no TOML form this writer makes (e.g. a None, or a mixed list)")
+        raise ValueError("the data has no TOML form this writer makes (e.g. a None)")
     return text
 
 

@@ -6,6 +6,7 @@ come out of the agents we hook ourselves and go back byte for byte."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tomllib
 from pathlib import Path
@@ -56,6 +57,14 @@ event = "StopFailure"
 command = "HOME/.loongsuite-pilot/hooks/kimi-loongsuite-pilot-hook.sh"
 """
 
+# OpenCode's config with Pilot's plugin spec injected (Pilot's agents.d/opencode.json: pluginSpec
+# file://$PILOT_DATA/plugins/opencode in the plugin list), beside a plugin of the user's own.
+OPENCODE_CONFIG = """{
+  "$schema": "https://opencode.ai/config.json",
+  "plugin": ["file://HOME/.loongsuite-pilot/plugins/opencode", "opencode-my-plugin"]
+}
+"""
+
 
 @pytest.fixture
 def paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Paths:
@@ -72,7 +81,8 @@ def run(paths: Paths, *options: str) -> int:
 
 def with_agent_files(paths: Paths) -> dict[Path, bytes]:
     files = {paths.home / ".claude" / "settings.json": CLAUDE_SETTINGS,
-             paths.home / ".kimi" / "config.toml": KIMI_CONFIG}
+             paths.home / ".kimi" / "config.toml": KIMI_CONFIG,
+             paths.home / ".config" / "opencode" / "opencode.json": OPENCODE_CONFIG}
     for path, text in files.items():
         path.parent.mkdir(parents=True)
         path.write_text(text.replace("HOME/", f"{paths.home}/"))
@@ -126,7 +136,7 @@ def test_dry_run_changes_no_byte(paths: Paths, capsys: pytest.CaptureFixture[str
 
 def test_pilot_hooks_removed_and_restored_byte_for_byte(paths: Paths, capsys: pytest.CaptureFixture[str]) -> None:
     originals = with_agent_files(paths)
-    claude, kimi = originals
+    claude, kimi, opencode = originals
     assert run(paths, "--remove-pilot-hooks") == 0
     settings = json.loads(claude.read_text())
     assert settings["model"] == "opus"
@@ -134,6 +144,7 @@ def test_pilot_hooks_removed_and_restored_byte_for_byte(paths: Paths, capsys: py
         {"type": "command", "command": "~/bin/my-own-stop-hook"}]}]}
     assert [h["command"] for h in tomllib.loads(kimi.read_text())["hooks"]] == ["notify-send done"]
     assert tomllib.loads(kimi.read_text())["default_model"] == "kimi-k2"
+    assert json.loads(opencode.read_text())["plugin"] == ["opencode-my-plugin"]
     assert run(paths, "--remove-pilot-hooks") == 0  # again: nothing more to remove, the saved copy stays
     assert run(paths, "--restore-pilot-hooks") == 0
     assert {p: p.read_bytes() for p in originals} == originals
@@ -141,7 +152,7 @@ def test_pilot_hooks_removed_and_restored_byte_for_byte(paths: Paths, capsys: py
 
 
 def test_restore_leaves_a_file_changed_since(paths: Paths, capsys: pytest.CaptureFixture[str]) -> None:
-    claude, _ = with_agent_files(paths)
+    claude, _, _ = with_agent_files(paths)
     assert run(paths, "--remove-pilot-hooks") == 0
     claude.write_text('{"hooks": {}}\n')
     assert run(paths, "--restore-pilot-hooks") == 0
@@ -153,3 +164,19 @@ def test_a_missing_pilot_home_is_one_clear_error(tmp_path: Path, capsys: pytest.
     (tmp_path / "home").mkdir()
     assert main(["import", "loongsuite", "--home", str(tmp_path / "home")]) == 2
     assert "no LoongSuite Pilot home there" in capsys.readouterr().err
+
+
+def test_a_running_pilot_is_named(paths: Paths, capsys: pytest.CaptureFixture[str]) -> None:
+    (paths.home / ".loongsuite-pilot" / "loongsuite-pilot.pid").write_text(f"{os.getpid()}\n")
+    assert run(paths, "--dry-run", "--remove-pilot-hooks") == 0
+    assert f"LoongSuite Pilot's daemon runs (pid {os.getpid()})" in capsys.readouterr().out
+
+
+def test_json_says_each_definitions_result(paths: Paths, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(paths, "--dry-run", "--json") == 0
+    out = json.loads(capsys.readouterr().out)
+    results = {d["id"]: d["result"] for d in out["definitions"]}
+    assert results == {"claude-code": "ours", "my-agent": "converted", "my-plugin-agent": "converted",
+                       "trae-agent": "not converted"}
+    [trae] = [d for d in out["definitions"] if d["id"] == "trae-agent"]
+    assert trae["reasons"] and trae["written"] is None

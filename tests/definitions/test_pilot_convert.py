@@ -107,3 +107,19 @@ def test_pilot_files_in_our_agents_d_load_with_notices(tmp_path: Path) -> None:
             ("claude-code.json", "$.hook")} <= said
     assert all("LoongSuite Pilot" in n.reason for n in loaded.notices)
     load_for(paths, env={}, check=check_definition)  # the start is not refused
+
+
+def test_a_local_definition_merges_over_the_installed_one_and_data_dir_moves_the_logs(tmp_path: Path) -> None:
+    from collector.cli.pilot_import import plan_import
+
+    paths = make_paths(tmp_path)
+    pilot = paths.home / ".loongsuite-pilot"
+    installed = pilot / "versions" / "1.4.1_abc" / "agents.d"
+    installed.mkdir(parents=True)
+    (installed / "my-agent.json").write_bytes((PILOT / "my-agent.json").read_bytes())
+    (pilot / "agents.d.local").mkdir()
+    (pilot / "agents.d.local" / "my-agent.json").write_text('{"id": "my-agent", "displayName": "Mine, locally"}')
+    (pilot / "config.json").write_text(json.dumps({"dataDir": str(tmp_path / "pilot-data")}))
+    [(_, conv)] = plan_import(pilot, paths, OURS).conversions
+    assert conv.definition is not None and conv.definition["name"] == "Mine, locally"
+    assert conv.definition["sources"][0]["globs"] == [f"{tmp_path / 'pilot-data'}/logs/my-agent/*-????-??-??.jsonl"]
