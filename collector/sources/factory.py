@@ -21,6 +21,7 @@ from collector.registry import Plugin, PluginConfigError, Registry, UnknownKind
 from collector.sources.base import Source
 from collector.sources.context import BuildContext, SourceBuilder
 from collector.sources.jsonl_files import JsonlFiles
+from collector.sources.line_filter import LineFilter
 from collector.sources.spool_lines import decode_spool_line
 
 log = logging.getLogger(__name__)
@@ -36,7 +37,8 @@ def _spool(spec: dict[str, Any], defn: AgentDefinition, ctx: BuildContext) -> So
 
 def _jsonl(spec: dict[str, Any], defn: AgentDefinition, ctx: BuildContext) -> Source:
     globs = [str(ctx.paths.expand(g)) for g in spec["globs"]]
-    return JsonlFiles(f"{defn.id}:{spec['name']}", defn.id, spec["record_kind"], globs, ctx.positions, ctx.max_line)
+    return JsonlFiles(f"{defn.id}:{spec['name']}", defn.id, spec["record_kind"], globs, ctx.positions, ctx.max_line,
+                      skip=LineFilter.of(spec.get("decode_only")))
 
 
 @cache

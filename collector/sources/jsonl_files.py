@@ -33,6 +33,7 @@ from collector.model.raw import RawRecord
 from collector.sources.base import Item, Position, Scope, SourceStats
 from collector.sources.file_identity import FileIdentity, identify, tail_digest
 from collector.sources.file_index import ScopedFiles
+from collector.sources.line_filter import LineFilter
 from collector.sources.line_reader import LineCursor, iter_lines
 from collector.util.regular import NotRegular, open_regular
 
@@ -68,6 +69,7 @@ class JsonlFiles:
         max_line: int = DEFAULT_MAX_LINE,
         agent_of: AgentOf | None = None,
         decode: LineDecoder = decode_json_line,
+        skip: LineFilter | None = None,
     ) -> None:
         self.name = name
         self.agent = agent
@@ -79,6 +81,7 @@ class JsonlFiles:
         self._agent_of = agent_of
         self._decode = decode
         self._plain = decode is decode_json_line  # lines orjson reads inline, the rest by _record
+        self._skips = skip.skips if skip is not None else None  # lines that cannot make an entry, undecoded
         self._rotated: list[tuple[str, dict[str, Any]]] = []
         self._lag: dict[str, int] = {}  # path -> bytes written but not yet read (a partial last line)
         self._lag_total = 0  # their sum, kept as they change
@@ -276,6 +279,7 @@ class JsonlFiles:
         stream = self.stream_prefix + path
         meta = {"path": path}  # one for the file's records: records are not changed once made
         fp, plain, stats, extra = ident.fingerprint, self._plain, self.stats, path in self.extra_paths
+        skips = self._skips
         last: Position | None = None
         while True:
             before = cursor.offset
@@ -286,6 +290,9 @@ class JsonlFiles:
                     continue
                 last = _LinePosition(stream, ident, cursor.offset, line, extra)
                 stats.bytes += len(line) + 1
+                if skips is not None and skips(line):
+                    yield None, last
+                    continue
                 try:  # orjson at once; what it refuses or is not an object goes the careful way
                     data = _loads(line) if plain else None
                 except _JSONDecodeError:
