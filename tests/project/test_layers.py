@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2] / "collector"
 
@@ -75,7 +78,7 @@ def test_every_unit_has_a_layer() -> None:
     assert set(LAYER) - units == set(), "a layer names what is not there"
 
 
-def test_no_unit_imports_its_own_layer_or_a_higher_one() -> None:
+def _upward_imports() -> list[str]:
     wrong = []
     for path in sorted(ROOT.rglob("*.py")):
         source = _unit(_module_of(path)) if path.parent != ROOT else path.stem
@@ -83,13 +86,10 @@ def test_no_unit_imports_its_own_layer_or_a_higher_one() -> None:
             target = _unit(module)
             if target != source and LAYER[target] >= LAYER[source]:
                 wrong.append(f"{path.relative_to(ROOT.parent)}:{line} ({source}) imports {module} ({target})")
-    assert wrong == []
+    return wrong
 
 
-def test_no_module_imports_its_own_package_face() -> None:
-    """``from collector.deploy import engine`` in a module of collector.deploy goes through the face, which
-    may be importing that very module: a sibling is imported by its own name (``import
-    collector.deploy.engine as engine``, ``from collector.deploy.engine import ...``)."""
+def _face_imports() -> list[str]:
     wrong = []
     for path in sorted(ROOT.rglob("*.py")):
         if path.name == "__init__.py" or path.parent == ROOT:
@@ -97,7 +97,18 @@ def test_no_module_imports_its_own_package_face() -> None:
         face = _module_of(path).rpartition(".")[0]
         wrong += [f"{path.relative_to(ROOT.parent)}:{line} imports {module}"
                   for line, module in _imports(path) if module == face]
-    assert wrong == []
+    return wrong
+
+
+def test_no_unit_imports_its_own_layer_or_a_higher_one() -> None:
+    assert _upward_imports() == []
+
+
+def test_no_module_imports_its_own_package_face() -> None:
+    """``from collector.deploy import engine`` in a module of collector.deploy goes through the face, which
+    may be importing that very module: a sibling is imported by its own name (``import
+    collector.deploy.engine as engine``, ``from collector.deploy.engine import ...``)."""
+    assert _face_imports() == []
 
 
 def test_the_architecture_table_is_this_layer_list() -> None:
@@ -109,3 +120,25 @@ def test_the_architecture_table_is_this_layer_list() -> None:
             table[name.removeprefix("collector/").removesuffix("/").removesuffix(".py")] = int(row[0])
     assert len(table) > 10, "the table is where the test looks"
     assert table == LAYER
+
+
+def test_the_rule_sees_a_face_a_function_and_type_checking(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checks above on a planted tree: a lower layer's face, a function body and a TYPE_CHECKING block
+    that import upwards, and a module that imports its own package's face, are each named."""
+    tree = tmp_path / "collector"
+    for folder in ("util", "cli", "deploy"):
+        (tree / folder).mkdir(parents=True)
+    (tree / "__init__.py").write_text("")
+    (tree / "util" / "__init__.py").write_text("import collector.cli.main\n")
+    (tree / "util" / "late.py").write_text("def f():\n    from collector.deploy import engine\n")
+    (tree / "util" / "typed.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                            "    from ..cli.main import run\n")
+    (tree / "cli" / "__init__.py").write_text("")
+    (tree / "cli" / "main.py").write_text("from collector.util import late\n")
+    (tree / "deploy" / "__init__.py").write_text("from collector.deploy.engine import install\n")
+    (tree / "deploy" / "engine.py").write_text("from collector.deploy import model\ndef install(): ...\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tree)
+    assert _upward_imports() == ["collector/util/__init__.py:1 (util) imports collector.cli.main (cli)",
+                                 "collector/util/late.py:2 (util) imports collector.deploy (deploy)",
+                                 "collector/util/typed.py:3 (util) imports collector.cli.main (cli)"]
+    assert _face_imports() == ["collector/deploy/engine.py:1 imports collector.deploy"]
