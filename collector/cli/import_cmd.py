@@ -156,6 +156,7 @@ def _merged(existing: dict[str, Any], imported: dict[str, Any]) -> dict[str, Any
 
 def _config(plan: Plan, paths: Paths, known: set[str], dry_run: bool) -> list[str]:
     from collector.config import ConfigError, load_config
+    from collector.exporters.otlp_config import OtlpConfigError, load_otlp_config
     from collector.util.atomic import atomic_write
     from collector.util.toml_write import dumps
 
@@ -172,8 +173,8 @@ def _config(plan: Plan, paths: Paths, known: set[str], dry_run: bool) -> list[st
         candidate = Path(tmp) / "config.toml"
         candidate.write_text(text)
         try:
-            load_config(candidate, env={}, known_agents=known)
-        except ConfigError as exc:
+            load_otlp_config(load_config(candidate, env={}, known_agents=known).otlp, {})
+        except (ConfigError, OtlpConfigError) as exc:
             return [f"config: the imported settings do not check ({str(exc).replace(str(candidate), 'config.toml')});"
                     f" {file} not changed"]
     if dry_run:

@@ -190,10 +190,11 @@ def _from_pilot(data: dict[str, Any], file: str, builtin_ids: frozenset[str],
     """A LoongSuite Pilot definition placed in agents.d: ours converted from it (or None: the built-in one
     stays, or it cannot be converted), with one notice per field not carried."""
     conversion = convert(data, builtin_ids)
-    for line in conversion.reasons:
-        notices.append(DefinitionProblem(file, field_of(line), f"LoongSuite Pilot definition not converted: {line}"))
-    for line in conversion.notes:
-        notices.append(DefinitionProblem(file, field_of(line), f"LoongSuite Pilot definition: {line}"))
+    for said, lines in (("not converted", conversion.reasons), ("field not carried", conversion.notes)):
+        for line in lines:
+            where = field_of(line)
+            text = line.removeprefix(f"{where[2:]}: ") if where != "$" else line
+            notices.append(DefinitionProblem(file, where, f"LoongSuite Pilot definition, {said}: {text}"))
     return conversion.definition
 
 

@@ -37,6 +37,7 @@ ALIASES = {"qwen-code-cli": "qwen-code", "pi-coding-agent": "pi"}
 JSONL_INPUTS = frozenset({"hook-jsonl", "session-file-polling"})
 HOOK_FILES = "*-????-??-??.jsonl"  # BaseHookInput's daily <prefix>-YYYY-MM-DD.jsonl
 DEFAULT_PILOT_DATA = "${LOONGSUITE_PILOT_DATA_DIR:-~/.loongsuite-pilot}"
+IDLE_TIMEOUT_S = 1800  # Pilot's records carry no session end (its event names: docs/output-event-schema.md)
 _ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 _PATTERN = re.compile(r"^[A-Za-z0-9._*?\[\]-]{1,128}$")
 _PILOT_DATA = re.compile(r"^(?:\$PILOT_DATA|\$\{PILOT_DATA\})(?=/|$)")
@@ -90,6 +91,7 @@ def convert(data: Mapping[str, Any], ours: Collection[str], pilot_data: str = DE
     definition: dict[str, Any] = {
         "id": raw_id, "name": name[:200] if isinstance(name, str) and name.strip() else raw_id,
         "parser": "canonical", "detect": _detect(data.get("detection")), "integrations": [],
+        "idle_timeout_s": IDLE_TIMEOUT_S,
         "sources": [{"kind": "jsonl", "name": "pilot-log", "globs": [glob]}],
         "notes": f"Converted from LoongSuite Pilot's definition (deployMode {_mode(data)!r}): reads the records "
                  "Pilot's own hook or plugin writes; Pilot's integration stays as it is.",
@@ -163,16 +165,16 @@ def _notes(data: Mapping[str, Any]) -> tuple[str, ...]:
             kept = _detect(data[key])
             dropped = [k for k in ("paths", "commands") if isinstance(data[key], Mapping)
                        and data[key].get(k) and k not in kept]
-            notes += [f"detection.{k}: not a list of plain paths or commands; not carried" for k in dropped]
+            notes += [f"detection.{k}: not a list of plain paths or commands" for k in dropped]
         elif key in DEPLOY_BLOCKS.values():
-            notes.append(f"{key}: Pilot's integration stays in place and keeps writing what this definition reads "
-                         "(not deployed by agent-collector)")
+            notes.append(f"{key}: Pilot's integration, left in place: it keeps writing what this definition reads "
+                         "(agent-collector deploys nothing for it)")
         else:
-            notes.append(f"{key}: no counterpart here; not carried")
+            notes.append(f"{key}: no counterpart here")
     return tuple(notes)
 
 
 def _ours_notes(data: Mapping[str, Any], ours: str) -> tuple[str, ...]:
     blocks = [key for key in sorted(data) if key in DEPLOY_BLOCKS.values()]
-    return tuple(f"{key}: Pilot's integration; not carried (ours, {ours!r}, replaces it: agent-collector install)"
+    return tuple(f"{key}: Pilot's integration; ours ({ours!r}, deployed by agent-collector install) replaces it"
                  for key in blocks)

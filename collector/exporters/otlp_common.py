@@ -46,8 +46,8 @@ class ResourceCache:
         resource = self._cache.get(key)
         if resource is None:
             attributes = {
-                **self.extra,
                 "service.name": "agent-collector",
+                **self.extra,  # resource_attributes: may name the service too (a team's own service name)
                 "service.version": __version__,
                 "host.name": key[0],
                 "user.id": key[1],

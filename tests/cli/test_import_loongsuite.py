@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from support import FIXTURES, make_paths, read_output
 from support.collect_once import collect_cli
+from support.otlp_receiver import OtlpReceiver
 
 from collector.cli.main import main
 from collector.config import schema as config_schema
@@ -94,6 +95,18 @@ def snapshot(root: Path) -> dict[str, bytes]:
 
 
 def test_import_then_collect_once_reads_pilots_record(paths: Paths, capsys: pytest.CaptureFixture[str]) -> None:
+    receiver = OtlpReceiver().start()
+    pilot_config = paths.home / ".loongsuite-pilot" / "config.json"
+    settings = json.loads(pilot_config.read_text())
+    settings["otlpTrace"]["traceEndpoint"] = f"{receiver.endpoint}/v1/traces"  # the fixture's, on a free port
+    pilot_config.write_text(json.dumps(settings))
+    try:
+        collected(paths, capsys, receiver)
+    finally:
+        receiver.stop()
+
+
+def collected(paths: Paths, capsys: pytest.CaptureFixture[str], receiver: OtlpReceiver) -> None:
     assert run(paths) == 0
     out = capsys.readouterr().out
     assert "trae-agent: not converted" in out and "input.type 'log-watch-polling'" in out
@@ -104,7 +117,7 @@ def test_import_then_collect_once_reads_pilots_record(paths: Paths, capsys: pyte
     assert config["collector"]["user_id"] == "team-member-1"
     assert config["agents"] == {"claude-code": {"content_capture": True}, "my-agent": {"content_capture": False}}
     [backend] = config["otlp"]["backends"]
-    assert backend["traces"]["endpoint"] == "http://127.0.0.1:4318/v1/traces"
+    assert backend["traces"]["endpoint"] == f"{receiver.endpoint}/v1/traces"
     assert backend["headers"] == {"x-team": "platform"}
     assert backend["resource_attributes"] == {"service.name": "team-agents"}
     live = json.loads((paths.config_dir / "attributes.json").read_text())
@@ -116,12 +129,16 @@ def test_import_then_collect_once_reads_pilots_record(paths: Paths, capsys: pyte
 
     status = collect_cli(paths)
     entries = [e for e in read_output(paths.output_dir) if e["gen_ai.agent.type"] == "my-agent"
-               and e["event.name"] != "session.status"]
+               and not e["event.name"].startswith("session.")]  # the idle session's close is ours
     [entry] = entries
     assert (entry["event.name"], entry["gen_ai.tool.call.id"], entry["time_unix_nano"]) == \
         ("tool.result", "call-id", 1778586618041000000)
     assert entry["user.id"] == "team-member-1"  # the carried user id
     assert status["quarantine"]["records"] == 0
+    spans = receiver.spans()  # Pilot's trace backend, carried over: the record's turn arrives there
+    assert spans and {s["resource"].get("service.name") for s in spans} == {"team-agents"}
+    assert any(s["attributes"].get("gen_ai.tool.call.id") == "call-id" for s in spans)
+    assert all(h.get("x-team") == "platform" for h in receiver.received.headers)
 
 
 def test_dry_run_changes_no_byte(paths: Paths, capsys: pytest.CaptureFixture[str]) -> None:

@@ -30,7 +30,7 @@ def test_the_hook_example_reads_what_pilots_hook_writes() -> None:
     assert conv.definition["sources"] == [{"kind": "jsonl", "name": "pilot-log",
                                            "globs": ["~/.loongsuite-pilot/logs/my-agent/*-????-??-??.jsonl"]}]
     assert conv.definition["detect"] == {"paths": ["~/.my-agent"], "commands": ["my-agent"]}
-    assert conv.definition["name"] == "My Agent"
+    assert conv.definition["name"] == "My Agent" and conv.definition["idle_timeout_s"] == 1800
     assert [field_of(n) for n in conv.notes] == ["$.hook"]
 
 
