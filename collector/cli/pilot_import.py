@@ -20,6 +20,7 @@ import orjson
 from collector.config import schema as config_schema
 from collector.definitions.loader import deep_merge
 from collector.definitions.pilot_convert import Conversion, convert, deploy_files, is_pilot_definition, our_id
+from collector.exporters.otlp_config import OtlpConfigError, parse_headers
 from collector.paths import Paths
 from collector.pipeline.attributes import checked
 from collector.util.regular import read_regular
@@ -108,8 +109,24 @@ def plan_import(pilot_home: Path, paths: Paths, ours: Collection[str]) -> Plan:
         plan.lines.append(f"config: {problem or 'config.json is not a JSON object'}; nothing carried")
     elif isinstance(config, dict):
         _settings(config, imported, plan)
+    _agent_control(pilot_home, imported, plan)
     _live_attributes(pilot_home, plan)
     return plan
+
+
+def _agent_control(pilot_home: Path, imported: set[str], plan: Plan) -> None:
+    """``agent-control.json`` (``{"version": 3, "tools": {"<id>": "on|off|auto"}}``, Pilot's docs/agents.md):
+    an agent switched off there is off here too."""
+    data, problem = read_json(pilot_home / "agent-control.json")
+    tools = data.get("tools") if isinstance(data, dict) else None
+    if problem or (data is not None and not isinstance(tools, Mapping)):
+        plan.lines.append(f"config: agent-control.json: {problem or 'no tools object'}; not carried")
+        return
+    for pilot_id, state in sorted((tools or {}).items()):
+        mine = our_id(str(pilot_id))
+        if state == "off" and mine in imported:
+            plan.config.setdefault("agents", {}).setdefault(mine, {})["enabled"] = False
+            plan.lines.append(f"config: agent-control.json {pilot_id} off -> agents.{mine}.enabled = false")
 
 
 def _settings(config: Mapping[str, Any], imported: set[str], plan: Plan) -> None:
@@ -194,6 +211,12 @@ def _otlp(config: Mapping[str, Any], plan: Plan) -> None:
         plan.lines.append("config: otlpTrace: no http(s) traceEndpoint or endpoint; not carried")
         return
     headers = otlp.get("headers")
+    if isinstance(headers, str):  # the k=v,k2=v2 form of LOONGSUITE_PILOT_OTLP_HEADERS
+        try:
+            headers = parse_headers(headers)
+        except OtlpConfigError as exc:
+            plan.lines.append(f"config: otlpTrace.headers: {exc}; not carried")
+            headers = None
     if isinstance(headers, Mapping):
         backend["headers"] = {str(k): str(v) for k, v in headers.items()
                               if isinstance(k, str) and isinstance(v, (str, int, float)) and k.isprintable()}
@@ -206,9 +229,14 @@ def _otlp(config: Mapping[str, Any], plan: Plan) -> None:
         resource["service.name"] = name
     if resource:
         backend["resource_attributes"] = resource
-    plan.config["otlp"] = {"enabled": True, "backends": [backend]}
     where = backend.get("traces", {}).get("endpoint") or backend.get("endpoint")
-    plan.lines.append(f"config: otlpTrace -> [[otlp.backends]] loongsuite-pilot, traces to {where}")
+    if _flag(config.get("collectTrace")) is False:  # Pilot keeps the backend but sends nothing
+        backend["enabled"] = False
+        plan.lines.append(f"config: otlpTrace -> [[otlp.backends]] loongsuite-pilot ({where}), enabled = false "
+                          "as Pilot's collectTrace = false")
+    else:
+        plan.lines.append(f"config: otlpTrace -> [[otlp.backends]] loongsuite-pilot, traces to {where}")
+    plan.config["otlp"] = {"enabled": True, "backends": [backend]}
 
 
 def _attributes(pairs: Mapping[str, Any], where: str, plan: Plan) -> dict[str, str]:
