@@ -40,10 +40,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_home(pilot)
     pilot.add_argument("--pilot-home", metavar="DIR", help="Pilot's data folder (default: HOME/.loongsuite-pilot)")
     pilot.add_argument("--dry-run", action="store_true", help="change nothing; say what would be done")
-    pilot.add_argument("--remove-pilot-hooks", action="store_true",
+    hooks = pilot.add_mutually_exclusive_group()
+    hooks.add_argument("--remove-pilot-hooks", action="store_true",
                        help="also take Pilot's hooks out of the config files of the agents agent-collector hooks "
                             "itself (stop Pilot first: its watchdog puts them back), keeping their exact bytes")
-    pilot.add_argument("--restore-pilot-hooks", action="store_true",
+    hooks.add_argument("--restore-pilot-hooks", action="store_true",
                        help="put back, byte for byte, the files --remove-pilot-hooks changed (nothing else)")
     pilot.add_argument("--json", action="store_true", help="print what was done as JSON")
     pilot.set_defaults(func=cmd_loongsuite)
@@ -62,7 +63,9 @@ def cmd_loongsuite(args: argparse.Namespace) -> int:
     builtin = load_agents(None).agents
     plan = plan_import(pilot_home, paths, builtin)
     out: dict[str, Any] = {"definitions": _definitions(plan, paths, args.dry_run)}
-    known = set(builtin) | {c.pilot_id for _, c in plan.conversions if c.definition}
+    # the agents config.toml may name: ours, the user's own in agents.d, and those converted now
+    known = set(load_agents(paths.agents_override_dir).agents) | {c.pilot_id for _, c in plan.conversions
+                                                                  if c.definition}
     out["config"] = plan.lines + _config(plan, paths, known, args.dry_run) + _live(plan, paths, args.dry_run)
     if args.remove_pilot_hooks:
         found = pilot_hooks.targets(builtin.values(), paths, plan.pilot_files)

@@ -137,7 +137,13 @@ def without_pilot_toml(text: str) -> tuple[str, int]:
             removed += 1
             continue
         kept.append(block)
-    return "".join(kept), removed
+    new = "".join(kept)
+    before, after = tomllib.loads(text), tomllib.loads(new)
+    hooks = [h for h in before.get("hooks", []) if not _pilots(h)] if isinstance(before.get("hooks"), list) else None
+    expected = {k: v for k, v in before.items() if k != "hooks"} | ({"hooks": hooks} if hooks else {})
+    if after != expected:  # a line opening with "[" inside a value: the cut is not sure, so none is made
+        raise ValueError("Pilot's [[hooks]] tables could not be cut out cleanly")
+    return new, removed
 
 
 def without_pilot(data: bytes, fmt: str) -> tuple[bytes, int]:

@@ -197,3 +197,21 @@ def test_json_says_each_definitions_result(paths: Paths, capsys: pytest.CaptureF
                        "trae-agent": "not converted"}
     [trae] = [d for d in out["definitions"] if d["id"] == "trae-agent"]
     assert trae["reasons"] and trae["written"] is None
+
+
+def test_an_existing_config_is_kept_beside_and_merged(paths: Paths, capsys: pytest.CaptureFixture[str]) -> None:
+    paths.agents_override_dir.mkdir(parents=True)
+    (paths.agents_override_dir / "acme.json").write_text(json.dumps({
+        "id": "acme", "name": "Acme", "parser": "canonical", "detect": {}, "integrations": [],
+        "sources": [{"kind": "jsonl", "globs": ["~/.acme/*.jsonl"]}]}))
+    assert main(["config", "init", "--home", str(paths.home)]) == 0
+    with paths.config_file.open("a") as f:
+        f.write("\n[agents.acme]\ncontent_capture = true\n")
+    before = paths.config_file.read_bytes()
+    assert run(paths) == 0
+    assert (paths.config_dir / "config.toml.before-pilot-import").read_bytes() == before
+    merged, earlier = tomllib.loads(paths.config_file.read_text()), tomllib.loads(before.decode())
+    assert merged["agents"]["acme"] == {"content_capture": True}  # the user's own agent stays
+    assert merged["masking"] == earlier["masking"] and merged["content"] == earlier["content"]
+    assert merged["collector"]["user_id"] == "team-member-1"
+    assert main(["config", "check", "--home", str(paths.home)]) == 0

@@ -43,3 +43,9 @@ def test_nothing_of_pilots_changes_nothing() -> None:
 def test_a_broken_file_is_refused(data: bytes, fmt: str) -> None:
     with pytest.raises(ValueError):
         without_pilot(data, fmt)
+
+
+def test_a_toml_value_that_looks_like_a_table_stops_the_cut() -> None:
+    text = f'note = """\n[[hooks]]\ncommand = "{PILOT}"\n"""\n'  # a multi-line string, not a table
+    with pytest.raises(ValueError):
+        without_pilot(text.encode(), "toml")
