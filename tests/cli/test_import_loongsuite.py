@@ -128,12 +128,12 @@ def collected(paths: Paths, capsys: pytest.CaptureFixture[str], receiver: OtlpRe
     assert "sls: not carried" in out
 
     status = collect_cli(paths)
-    entries = [e for e in read_output(paths.output_dir) if e["gen_ai.agent.type"] == "my-agent"
-               and not e["event.name"].startswith("session.")]  # the idle session's close is ours
-    [entry] = entries
-    assert (entry["event.name"], entry["gen_ai.tool.call.id"], entry["time_unix_nano"]) == \
-        ("tool.result", "call-id", 1778586618041000000)
-    assert entry["user.id"] == "team-member-1"  # the carried user id
+    entries = [e for e in read_output(paths.output_dir) if not e["event.name"].startswith("session.")]
+    assert sorted(e["gen_ai.agent.type"] for e in entries) == ["my-agent", "my-plugin-agent"]  # hook, plugin
+    for entry in entries:
+        assert (entry["event.name"], entry["gen_ai.tool.call.id"], entry["time_unix_nano"]) == \
+            ("tool.result", "call-id", 1778586618041000000)
+        assert entry["user.id"] == "team-member-1"  # the carried user id
     assert status["quarantine"]["records"] == 0
     spans = receiver.spans()  # Pilot's trace backend, carried over: the record's turn arrives there
     assert spans and {s["resource"].get("service.name") for s in spans} == {"team-agents"}

@@ -123,3 +123,18 @@ def test_a_local_definition_merges_over_the_installed_one_and_data_dir_moves_the
     [(_, conv)] = plan_import(pilot, paths, OURS).conversions
     assert conv.definition is not None and conv.definition["name"] == "Mine, locally"
     assert conv.definition["sources"][0]["globs"] == [f"{tmp_path / 'pilot-data'}/logs/my-agent/*-????-??-??.jsonl"]
+
+
+def test_agents_list_says_the_notices(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from collector.cli.main import main
+
+    paths = make_paths(tmp_path)
+    paths.agents_override_dir.mkdir(parents=True)
+    (paths.agents_override_dir / "trae-agent.json").write_bytes((PILOT / "trae-agent.json").read_bytes())
+    monkeypatch.setenv("AGENT_COLLECTOR_CONFIG_DIR", str(paths.config_dir))
+    monkeypatch.setenv("AGENT_COLLECTOR_DATA_DIR", str(paths.data_dir))
+    paths.home.mkdir()
+    assert main(["agents", "list", "--home", str(paths.home)]) == 0
+    err = capsys.readouterr().err
+    assert "note: " in err and "trae-agent.json: at $.input.type: LoongSuite Pilot definition, not converted" in err
