@@ -1,7 +1,7 @@
 """``agent-collector attributes set|unset|list``: the live custom attribute file.
 
 The file is ``<config dir>/attributes.json`` (a JSON object of strings, ``collector.pipeline.attributes``);
-the running daemon reads it again within a second of a change, no restart. Each change is a read, an edit
+the running daemon looks at it at the start of every batch, so a change shows without a restart. Each change is a read, an edit
 and an atomic replace under a lock, so two commands at once lose neither's change.
 """
 
@@ -31,7 +31,7 @@ from collector.util.private import private_dir
 
 WHAT = ("Custom attributes are stamped on every entry that does not have the key: the config's [attributes], "
         "then OTEL_RESOURCE_ATTRIBUTES and OTEL_SPAN_ATTRIBUTES of the daemon's environment, then this file "
-        "(a later one wins for a key). The running daemon picks a change up within a second. Keys are plain "
+        "(a later one wins for a key). The running daemon stamps a change from its next batch on. Keys are plain "
         "names (letters, digits, '_', '.', '-'; at most 128) outside the collector's own namespaces "
         "(gen_ai., event., session., vcs., git., upstream., ...); values at most 512 characters.")
 

@@ -4,16 +4,17 @@ Three sources, a later one winning for a key: the config's ``[attributes]`` tabl
 environment (``OTEL_RESOURCE_ATTRIBUTES``, then ``OTEL_SPAN_ATTRIBUTES``, both ``k=v,k2=v2`` with
 percent-escapes, ``collector.util.kv_pairs``), and the live file ``<config dir>/attributes.json`` that
 ``agent-collector attributes set|unset`` writes (a JSON object of strings). The live file is checked by its
-modification time at most every ``recheck_s`` and read again when it changed, so a change shows without a
-restart; a file that is not such an object (or too large, or not a regular file) is logged once per change,
-counted in ``problems`` and treated as empty until it is fixed.
+modification time, size and inode once per batch (``refresh``) and read again when they moved, so a change
+shows from the next batch on, without a restart; a file that is not such an object (or too large, or not a
+regular file) is logged once per change, counted in ``problems`` and treated as empty until it is fixed.
 
 An attribute only fills a key the entry does not have (the agent's and the collector's own fields win), and
 a key in the collector's namespaces (``RESERVED``) or one that is not a plain name is refused, counted.
 
 ``EntryStamper`` is what the pipeline runs on every entry before the correlator (this module's
 ``GlobalAttributes``, ``collector.pipeline.git_attributes.GitAttributes``, and any other stamp that adds
-fields of its own, e.g. per-invocation attributes): ``apply(entry)`` adds fields in place.
+fields of its own): ``apply(entry)`` adds fields in place; a stamp with a ``refresh()`` method has it
+called at the start of every batch.
 """
 
 from __future__ import annotations
@@ -21,8 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -38,7 +38,6 @@ FILE_NAME = "attributes.json"
 MAX_FILE_BYTES = 256 * 1024
 MAX_ATTRIBUTES = 128
 MAX_VALUE = 512  # LoongSuite Pilot's bound on a stamped value
-RECHECK_S = 1.0
 ENV_VARIABLES = ("OTEL_RESOURCE_ATTRIBUTES", "OTEL_SPAN_ATTRIBUTES")
 KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}$")
 RESERVED = ("gen_ai.", "event.", "session.", "collector.", "schema.", "turn.", "vcs.", "git.", "workspace.",
@@ -159,32 +158,30 @@ class LiveFile:
 
 
 class GlobalAttributes:
-    """Fills the global custom attributes into every entry (``apply``)."""
+    """Fills the global custom attributes into every entry (``apply``); ``refresh`` (the pipeline calls it
+    once per batch) looks at the live file, so a change shows from the next batch on."""
 
-    def __init__(self, configured: Mapping[str, str], env: Mapping[str, str], live: Path | None,
-                 recheck_s: float = RECHECK_S, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, configured: Mapping[str, str], env: Mapping[str, str], live: Path | None) -> None:
         self.problems: dict[str, int] = {}
         self.fixed = {**checked(configured, "[attributes]", self.problems),
                       **from_environment(env, self.problems)}
         self.live = LiveFile(live, self.problems) if live is not None else None
-        self.recheck_s = recheck_s
-        self._clock = clock
-        self._checked = -float("inf")
         self._merged = dict(self.fixed)
         for reason in self.problems:
             log.warning("custom attributes: %s (left out)", reason)
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Read the live file again if it changed (one ``stat``)."""
+        if self.live is not None:
+            self._merged = {**self.fixed, **self.live.current()}
 
     def current(self) -> dict[str, str]:
-        """The merged attributes now (the live file checked at most every ``recheck_s``)."""
-        if self.live is not None:
-            now = self._clock()
-            if now - self._checked >= self.recheck_s:
-                self._checked = now
-                self._merged = {**self.fixed, **self.live.current()}
+        """The merged attributes as of the last ``refresh``."""
         return self._merged
 
     def apply(self, entry: dict[str, Any]) -> None:
-        for key, value in self.current().items():
+        for key, value in self._merged.items():
             if key not in entry:
                 entry[key] = value
 

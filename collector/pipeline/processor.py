@@ -129,6 +129,10 @@ class Pipeline:
         """Every record is processed on its own guard: one that fails at any stage goes to the quarantine
         (with the stage and the reason) and the batch goes on without it; one the previous process died
         on goes there unprocessed (``collector.pipeline.crash_guard``)."""
+        for stamper in self.stampers:  # e.g. the live attribute file, looked at once a batch
+            refresh = getattr(stamper, "refresh", None)
+            if refresh is not None:
+                refresh()
         try:
             output = self._process(records)
             encoded = self._encoded

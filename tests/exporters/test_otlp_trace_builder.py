@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from collector.exporters.trace_builder import (
+    SpanData,
     TurnInput,
     build_spans,
     root_span_id,
@@ -260,3 +261,38 @@ def test_state_survives_a_round_trip() -> None:
     assert again.duplicates == 1
     (turn,) = again.due(2000)
     assert len(turn.entries) == 2
+
+
+UPSTREAM = {"upstream__trace_id": "4bf92f3577b34da6a3ce929d0e0e4736", "upstream__parent_span_id": "00f067aa0ba902b7"}
+
+
+def linked(entries: list[dict[str, Any]], **fields: Any) -> list[dict[str, Any]]:
+    return [{**x, **{k.replace("__", "."): v for k, v in fields.items()}} for x in entries]
+
+
+def test_an_upstream_span_makes_the_turn_its_remote_child_in_its_trace() -> None:
+    spans = build_spans(TurnInput("claude-code", S, "t1", linked(turn_with_subagent(), **UPSTREAM)))
+    root, others = spans[0], spans[1:]
+    assert root.trace_id == int(UPSTREAM["upstream__trace_id"], 16)
+    assert root.parent_id == int(UPSTREAM["upstream__parent_span_id"], 16) and root.parent_remote
+    assert all(s.trace_id == root.trace_id and not s.parent_remote for s in others)
+    assert root.span_id == root_span_id("claude-code", S, "t1"), "span ids stay the turn's own"
+    assert SpanData.from_json(root.to_json()) == root, "the outbox keeps the link"
+    late = build_spans(TurnInput("claude-code", S, "t1", linked(turn_with_subagent()[-2:], **UPSTREAM),
+                                 include_root=False))
+    assert late and all(s.trace_id == root.trace_id for s in late), "late entries go to the same trace"
+
+
+def test_an_unusable_upstream_is_no_link() -> None:
+    plain = build_spans(TurnInput("claude-code", S, "t1", turn_with_subagent()))[0]
+    assert not plain.parent_remote and "parent_remote" not in plain.to_json()
+    bad = [
+        {"upstream__trace_id": "0" * 32, "upstream__parent_span_id": "00f067aa0ba902b7"},
+        {"upstream__trace_id": "4BF92F3577B34DA6A3CE929D0E0E4736", "upstream__parent_span_id": "00f067aa0ba902b7"},
+        {"upstream__trace_id": "0x" + "1" * 30, "upstream__parent_span_id": "00f067aa0ba902b7"},
+        {"upstream__trace_id": "4bf92f3577b34da6a3ce929d0e0e4736"},
+        {"upstream__trace_id": 5, "upstream__parent_span_id": 6},
+    ]
+    for fields in bad:
+        root = build_spans(TurnInput("claude-code", S, "t1", linked(turn_with_subagent(), **fields)))[0]
+        assert (root.trace_id, root.parent_id, root.parent_remote) == (plain.trace_id, None, False), fields

@@ -70,7 +70,12 @@ def test_log_requests_are_the_sdk_bytes(entries: list[dict[str, Any]]) -> None:
     assert again == body
 
 
-def test_trace_requests_are_the_sdk_bytes(entries: list[dict[str, Any]], tmp_path: Path) -> None:
+@pytest.mark.parametrize("upstream", [False, True])
+def test_trace_requests_are_the_sdk_bytes(entries: list[dict[str, Any]], tmp_path: Path, upstream: bool) -> None:
+    """Also with the turns linked to an upstream span: the SDK's encoder marks that parent as remote."""
+    if upstream:
+        entries = [{**e, "upstream.trace_id": "4bf92f3577b34da6a3ce929d0e0e4736",
+                    "upstream.parent_span_id": "00f067aa0ba902b7"} for e in entries]
     resources = ResourceCache()
     sent: list[tuple[tuple[str, str], SpanData]] = []
     exporter: OtlpTracesExporter
@@ -84,6 +89,7 @@ def test_trace_requests_are_the_sdk_bytes(entries: list[dict[str, Any]], tmp_pat
     exporter.export(entries)
     exporter.flush_all()
     assert len(sent) >= 30 and any(s.events for _, s in sent) and any(s.status == "ERROR" for _, s in sent)
+    assert any(s.parent_remote for _, s in sent) == upstream
     assert b"".join(capture.bodies) != b""
     offset = 0
     for body in capture.bodies:  # one request per send: compare each with the SDK's for its spans

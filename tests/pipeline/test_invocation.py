@@ -9,6 +9,7 @@ import pytest
 
 from collector.model import RawRecord
 from collector.pipeline.invocation import (
+    MAX_CHANGES,
     PARENT_SPAN_ID,
     TRACE_ID,
     Context,
@@ -130,13 +131,26 @@ def test_records_that_name_no_context_change_nothing() -> None:
     assert stamped["team"] == "a"
 
 
-def test_a_later_record_with_other_values_replaces_them() -> None:
+def test_a_process_that_resumed_the_session_brings_its_own_from_its_time_on() -> None:
     inv = Invocations()
-    inv.observe(hook(attributes="team=a,ticket=1"), [entry()])
-    inv.observe(hook(attributes="team=b"), [entry()])
-    stamped = entry()
-    inv.apply(stamped)
-    assert stamped["team"] == "b" and "ticket" not in stamped
+    inv.observe(hook(attributes="team=b"), [entry(time_unix_nano=200)])  # read first: arrival order is no order
+    inv.observe(hook(attributes="team=a,ticket=1"), [entry(time_unix_nano=100)])
+    inv.observe(hook(attributes="team=a,ticket=1"), [entry(time_unix_nano=150)])
+    inv.observe(hook(attributes="team=c"), [entry(time_unix_nano=300)])
+    teams = []
+    for time_ns in (50, 100, 199, 200, 250, 300, 10**19):
+        stamped = entry(time_unix_nano=time_ns)
+        inv.apply(stamped)
+        teams.append((stamped["team"], stamped.get("ticket")))
+    assert teams == [("a", "1"), ("a", "1"), ("a", "1"), ("b", None), ("b", None), ("c", None), ("c", None)]
+
+
+def test_a_session_keeps_at_most_max_changes_contexts() -> None:
+    inv = Invocations()
+    for n in range(MAX_CHANGES + 5):
+        inv.observe(hook(attributes=f"n={n}"), [entry(time_unix_nano=n)])
+    ((_, saved),) = inv.changes()
+    assert len(saved) == MAX_CHANGES and saved[-1][1]["attributes"] == {"n": str(MAX_CHANGES + 4)}
 
 
 def test_memory_is_bounded_and_an_evicted_session_comes_back_from_the_store() -> None:
@@ -155,8 +169,9 @@ def test_memory_is_bounded_and_an_evicted_session_comes_back_from_the_store() ->
 
 
 def test_saved_state_is_read_back_only_in_its_own_shape() -> None:
-    state = Context({"team": "a"}, TRACE, PARENT)
+    state = [(5, Context({"team": "a"}, TRACE, PARENT)), (9, Context())]
     assert decode(encode(state)) == state
-    for bad in (None, [], {"attributes": {"a": 1}, "trace_id": "", "parent_id": ""},
-                {"attributes": {}, "trace_id": None, "parent_id": ""}):
-        assert decode(bad) is None
+    for bad in (None, [], {}, [[5]], [["5", {"attributes": {}, "trace_id": "", "parent_id": ""}]],
+                [[5, {"attributes": {"a": 1}, "trace_id": "", "parent_id": ""}]],
+                [[5, {"attributes": {}, "trace_id": None, "parent_id": ""}]]):
+        assert decode(bad) is None, bad

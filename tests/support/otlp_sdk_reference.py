@@ -70,7 +70,7 @@ def sdk_logs(entries: Sequence[dict[str, Any]], resources: ResourceCache) -> byt
 def readable(span: SpanData, resources: ResourceCache, key: tuple[str, str]) -> ReadableSpan:
     flags = TraceFlags(TraceFlags.SAMPLED)
     context = SpanContext(span.trace_id, span.span_id, is_remote=False, trace_flags=flags)
-    parent = None if span.parent_id is None else SpanContext(span.trace_id, span.parent_id, False, flags)
+    parent = None if span.parent_id is None else SpanContext(span.trace_id, span.parent_id, span.parent_remote, flags)
     code = {"UNSET": StatusCode.UNSET, "OK": StatusCode.OK, "ERROR": StatusCode.ERROR}[span.status]
     return ReadableSpan(
         name=span.name, context=context, parent=parent, resource=resources.get(key),
