@@ -20,7 +20,11 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from functools import cache
+from importlib import resources
 from typing import Any
+
+import orjson
 
 # Keys only Pilot's definitions have (ours require ``parser``, which Pilot's never have).
 PILOT_KEYS = frozenset({"displayName", "deployMode", "detection", "hook", "pluginInject", "directoryPlugin",
@@ -29,8 +33,6 @@ PILOT_KEYS = frozenset({"displayName", "deployMode", "detection", "hook", "plugi
 DEPLOY_BLOCKS = {"hook": "hook", "plugin-inject": "pluginInject", "directory-plugin": "directoryPlugin",
                  "plugin-probe": "pluginProbe", "dsh-yaml-patch": "dshYamlPatch",
                  "copilot-plugin": "copilotPlugin"}
-# Pilot's id -> ours, where they differ (Pilot's agents.d: qwen-code-cli.json, pi-coding-agent.json).
-ALIASES = {"qwen-code-cli": "qwen-code", "pi-coding-agent": "pi"}
 # Input types whose records Pilot's own hook or plugin writes as canonical JSONL (docs/agent-onboarding.md,
 # "Emit Normalized Records Early"): hook-jsonl reads <logDir>/<id>-YYYY-MM-DD.jsonl, session-file-polling
 # <logDir>/<filePattern> (DeepSeek Harness, Hermes).
@@ -71,8 +73,14 @@ def field_of(line: str) -> str:
     return "$." + first if ":" in line and re.fullmatch(r"[A-Za-z][A-Za-z.]*", first) else "$"
 
 
+@cache
+def pilot_facts() -> dict[str, Any]:
+    """``collector/data/loongsuite-pilot.json``: Pilot's ids that are other ids here, where it injects plugins."""
+    return dict(orjson.loads(resources.files("collector").joinpath("data/loongsuite-pilot.json").read_bytes()))
+
+
 def our_id(pilot_id: str) -> str:
-    return ALIASES.get(pilot_id, pilot_id)
+    return str(pilot_facts()["aliases"]["ids"].get(pilot_id, pilot_id))
 
 
 def convert(data: Mapping[str, Any], ours: Collection[str], pilot_data: str = DEFAULT_PILOT_DATA) -> Conversion:

@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 
+from collector.definitions.pilot_convert import pilot_facts
 from collector.deploy.fsutil import read_or_none, write_atomic
 from collector.deploy.jsonc import JsoncError, Node, find, parse, remove_item, remove_member
 from collector.paths import Paths
@@ -39,14 +40,6 @@ class Target:
     format: str  # json | jsonc | toml
 
 
-# Where Pilot injects its plugin spec for agents we integrate with a plug-in of our own (Pilot's
-# agents.d/opencode.json and pi-coding-agent.json, ``pluginInject.configPaths``); a Pilot definition found in
-# its home adds its own ``hook.settingsPath`` and ``pluginInject.configPaths`` (``extra``).
-PLUGIN_FILES = {
-    "opencode": ("${XDG_CONFIG_HOME:-~/.config}/opencode/opencode.jsonc", "${XDG_CONFIG_HOME:-~/.config}/opencode/"
-                 "opencode.json", "${XDG_CONFIG_HOME:-~/.config}/opencode/config.json"),
-    "pi": ("${PI_CODING_AGENT_DIR:-~/.pi/agent}/settings.json",),
-}
 PLUGIN_KEYS = ("plugin", "plugins", "extensions")  # top-level lists of plugin specs (pluginInject.configKey)
 
 
@@ -56,15 +49,16 @@ def _format(path: str) -> str:
 
 def targets(definitions: Iterable[Any], paths: Paths, extra: Mapping[str, Iterable[str]] | None = None) -> list[Target]:
     """The files of the agents we integrate ourselves (``AgentDefinition``s) where Pilot's hooks or plugin
-    specs live: our hook files, Pilot's plugin files for our plug-in agents, and ``extra`` (agent id -> path
-    templates, from Pilot's definitions of those agents)."""
+    specs live: our hook files, Pilot's plugin files for our plug-in agents (``plugin_files`` of
+    ``collector/data/loongsuite-pilot.json``), and ``extra`` (agent id -> path templates, from Pilot's
+    definitions of those agents found in its home)."""
     out: dict[Path, Target] = {}
     for definition in definitions:
         for spec in definition.raw.get("integrations", []):  # every variant: each hooks the agent
             if isinstance(spec, dict) and spec.get("kind") in HOOK_KINDS and isinstance(spec.get("file"), str):
                 path = paths.expand(spec["file"])
                 out.setdefault(path, Target(definition.id, path, str(spec.get("format", "json"))))
-        more = [*PLUGIN_FILES.get(definition.id, ()), *((extra or {}).get(definition.id, ()))]
+        more = [*pilot_facts()["plugin_files"]["files"].get(definition.id, ()), *((extra or {}).get(definition.id, ()))]
         for template in more:
             if definition.raw.get("integrations"):
                 path = paths.expand(template)
