@@ -93,3 +93,26 @@ def test_an_invalid_traceparent_fails_open_and_is_counted(tmp_path: Path, receiv
     assert status["pipeline"]["attributes_left_out"]["TRACEPARENT: not a W3C traceparent, ignored"] > 0
     roots = [s for s in receiver.spans() if s["name"] == "invoke_agent qwen-code"]
     assert len(roots) == 2 and all(r["parent_id"] is None for r in roots)
+
+
+def test_the_context_outlives_the_process_in_the_checkpoint_store(tmp_path: Path, receiver: OtlpReceiver) -> None:
+    """A first `collect --once` reads the session's start; the lines after it, written without the
+    variables, are read by a second one: their entries get the context saved by the first."""
+    paths = prepare(tmp_path, receiver.endpoint, True, [f"00-{t}-{p}-01" for t, p, _ in CALLERS])
+    spool = next(paths.spool_dir.glob("*/*.jsonl"))
+    lines = spool.read_text().splitlines(keepends=True)
+    cut = next(n for n, line in enumerate(lines) if '"event": "UserPromptSubmit"' in line) + 1
+    spool.write_text("".join(lines[:cut]))
+    shutil.rmtree(paths.home / ".qwen")  # the transcript comes with the second part
+    collect_cli(paths)
+    early = read_output(paths.output_dir)
+    assert early and all(e.get("run") == "first" for e in early if e.get("gen_ai.session.id"))
+    rest = [json.loads(line) for line in lines[cut:]]
+    with spool.open("a") as f:
+        f.writelines(json.dumps({k: v for k, v in r.items() if k not in ("attributes", "traceparent")}) + "\n"
+                     for r in rest)
+    shutil.copytree(CASE / "home", paths.home, symlinks=True, dirs_exist_ok=True)
+    collect_cli(paths)
+    later = [e for e in read_output(paths.output_dir) if e["event.id"] not in {x["event.id"] for x in early}]
+    assert {e.get("source.kind") for e in later} >= {"hook", "transcript"}
+    assert {e.get("run") for e in later if e.get("gen_ai.session.id")} == {"first"}, "one context, from the store"
