@@ -21,6 +21,7 @@ from collector.config import schema as config_schema
 from collector.paths import Paths
 
 PILOT_HOME = FIXTURES / "loongsuite-pilot" / "home"
+PILOT_MARK = ".loongsuite-pilot/hooks/"
 # Claude Code's settings as Pilot's hook deploy leaves them (nested format, kebab-case event sub-command:
 # Pilot's agents.d/claude-code.json), beside a hook of the user's own that must stay.
 CLAUDE_SETTINGS = """{
@@ -215,3 +216,19 @@ def test_an_existing_config_is_kept_beside_and_merged(paths: Paths, capsys: pyte
     assert merged["masking"] == earlier["masking"] and merged["content"] == earlier["content"]
     assert merged["collector"]["user_id"] == "team-member-1"
     assert main(["config", "check", "--home", str(paths.home)]) == 0
+
+
+def test_switch_and_back_through_install_and_uninstall(paths: Paths, capsys: pytest.CaptureFixture[str]) -> None:
+    """Pilot's hooks out, ours in (`install`), ours out (`uninstall`), Pilot's back: the same bytes."""
+    claude = paths.home / ".claude" / "settings.json"
+    original = with_agent_files(paths)[claude]
+    paths.agents_override_dir.mkdir(parents=True)
+    (paths.agents_override_dir / "claude-code.json").write_text('{"id": "claude-code", "integration_variant": '
+                                                                 '"settings"}')
+    assert run(paths, "--remove-pilot-hooks") == 0
+    assert main(["install", "--agent", "claude-code", "--home", str(paths.home)]) == 0
+    hooked = json.loads(claude.read_text())["hooks"]
+    assert "PreToolUse" in hooked and PILOT_MARK not in claude.read_text()  # ours only
+    assert main(["uninstall", "--agent", "claude-code", "--home", str(paths.home)]) == 0
+    assert run(paths, "--restore-pilot-hooks") == 0
+    assert claude.read_bytes() == original
