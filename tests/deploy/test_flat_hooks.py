@@ -9,12 +9,14 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from support.deploy import clear_env, paths_for
+from support.deploy import StateSlots, clear_env, paths_for, watchdog_thread
 from support.deploy import definitions as shipped
+from support.waits import wait_for
 
 from collector.definitions import AgentDefinition
 from collector.deploy import Action, State, install_agent, integration_state, uninstall_agent
 from collector.deploy.file_edit import MAX_CONFIG_BYTES
+from collector.deploy.watchdog import STATE_KEY, Watchdog
 
 OURS = b"agent-collector-hook.sh"
 CURSOR = '{\n  "version": 1,\n  "hooks": {\n    "stop": [{"command": "./audit.sh"}]\n  }\n}\n'
@@ -109,3 +111,31 @@ def test_inline_hooks_in_kimi_toml_are_refused(home: Path) -> None:
     [change] = install_agent(defn, paths)
     assert change.action is Action.ERROR and "left untouched" in change.summary
     assert file.read_text() == 'hooks = [{event = "Stop", command = "x"}]\n'
+
+
+@pytest.mark.parametrize(("agent", "rel", "original"), [
+    ("cursor-agent", ".cursor/hooks.json", CURSOR), ("kimi", ".kimi/config.toml", KIMI)])
+def test_the_watchdog_puts_a_flat_layout_back(home: Path, agent: str, rel: str, original: str) -> None:
+    """Another program writes the file back without our hooks (its own edit kept): the watchdog restores
+    ours, keeps that edit, and counts one repair."""
+    target = home / rel
+    target.write_text(original)
+    paths = paths_for(home)
+    agents = definitions()
+    install_agent(agents[agent], paths)
+    assert OURS in target.read_bytes()
+    slots = StateSlots(paths)
+    dog = Watchdog({agent: agents[agent]}, paths, slots(STATE_KEY))
+    try:
+        with watchdog_thread(dog):
+            edited = original.replace("notify-send done", "notify-send finished").replace("./audit.sh", "./audit2.sh")
+            target.write_text(edited)  # the user's own hook changed, ours gone: as another editor would
+            wait_for(lambda: OURS in target.read_bytes(), timeout=10)
+            wait_for(lambda: dog.stats()["repairs_total"] == 1, timeout=5)
+        own = "notify-send finished" if agent == "kimi" else "./audit2.sh"
+        assert own in target.read_text()
+        assert integration_state(agents[agent], paths)[0].state is State.IN_PLACE
+        uninstall_agent(agents[agent], paths)
+        assert target.read_text() == edited  # and ours go again, byte for byte
+    finally:
+        slots.close()
