@@ -1,8 +1,8 @@
 """``agent-collector attributes set|unset|list``: the live custom attribute file.
 
 The file is ``<config dir>/attributes.json`` (a JSON object of strings, ``collector.pipeline.attributes``);
-the running daemon looks at it at the start of every batch, so a change shows without a restart. Each change is a read, an edit
-and an atomic replace under a lock, so two commands at once lose neither's change.
+the running daemon looks at it at the start of every batch, so a change shows without a restart. Each
+change is a read, an edit and an atomic replace under a lock, so two commands at once lose neither's change.
 """
 
 from __future__ import annotations

@@ -17,24 +17,24 @@ Span times come from the entries' ``time_unix_nano``; a model call without a req
 Upstream trace linking: when the turn's entries carry ``upstream.trace_id`` and ``upstream.parent_span_id``
 (the pipeline stamps them on a session started with ``TRACEPARENT`` when ``collector.upstream_trace_link`` is
 on, ``collector.pipeline.invocation``), the turn's spans are in that trace and the root's parent is that
-span (a remote parent).
+span (a remote parent). Custom attributes the pipeline stamped are on every span (``trace_links``).
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
+from collector.exporters.trace_links import custom_of, upstream_of
+
 Entry = Mapping[str, Any]
 AttrValue = str | bool | int | float | list[str] | list[int] | list[float] | list[bool]
 
 INTERNAL = "INTERNAL"
-_HEX = re.compile(r"[0-9a-f]{32}-[0-9a-f]{16}\Z")  # upstream trace id - parent span id
 CLIENT = "CLIENT"
 
 # token fields of an llm.response -> span attribute names (semconv); only chat spans carry them
@@ -188,18 +188,6 @@ def _content(attrs: dict[str, AttrValue], entry: Entry, fields: Iterable[str]) -
         _put(attrs, f"{key}.hmac", entry.get(f"{key}.hmac"))
 
 
-def upstream_of(entries: Iterable[Entry]) -> tuple[int, int] | None:
-    """(trace id, parent span id) of the first entry naming a usable upstream span (lowercase hex of the
-    W3C lengths, not all zero), or None."""
-    for entry in entries:
-        trace, parent = entry.get("upstream.trace_id"), entry.get("upstream.parent_span_id")
-        if isinstance(trace, str) and isinstance(parent, str) and _HEX.match(f"{trace}-{parent}"):
-            ids = int(trace, 16), int(parent, 16)
-            if all(ids):
-                return ids
-    return None
-
-
 def _parent_call(entry: Entry) -> str | None:
     if entry.get("gen_ai.agent.scope") == "subagent" or _name(entry).startswith("subagent."):
         parent = entry.get("gen_ai.subagent.parent_tool_call.id")
@@ -219,6 +207,8 @@ class _Builder:
         self.tool_spans: dict[str, SpanData] = {}
         self.subagents: dict[str, SpanData] = {}
         self.common: dict[str, AttrValue] = {"gen_ai.conversation.id": turn.session}
+        for key, value in custom_of(self.entries).items():  # the custom attributes, on every span
+            _put(self.common, key, value)
         self.last_ns = max((_t(e) for e in self.entries), default=0)
 
     def _parent_for(self, entry: Entry) -> int:

@@ -9,7 +9,9 @@ shows from the next batch on, without a restart; a file that is not such an obje
 regular file) is logged once per change, counted in ``problems`` and treated as empty until it is fixed.
 
 An attribute only fills a key the entry does not have (the agent's and the collector's own fields win), and
-a key in the collector's namespaces (``RESERVED``) or one that is not a plain name is refused, counted.
+a key in the collector's namespaces (``RESERVED``) or one that is not a plain name is refused, counted. The
+keys a stamp added are listed in the entry's ``collector.custom_attributes``, so the trace exporter can put
+them on the turn's spans.
 
 ``EntryStamper`` is what the pipeline runs on every entry before the correlator (this module's
 ``GlobalAttributes``, ``collector.pipeline.git_attributes.GitAttributes``, and any other stamp that adds
@@ -39,6 +41,7 @@ MAX_FILE_BYTES = 256 * 1024
 MAX_ATTRIBUTES = 128
 MAX_VALUE = 512  # LoongSuite Pilot's bound on a stamped value
 ENV_VARIABLES = ("OTEL_RESOURCE_ATTRIBUTES", "OTEL_SPAN_ATTRIBUTES")
+MARK = "collector.custom_attributes"  # the keys a stamp of custom attributes added to the entry (spans carry them)
 KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}$")
 RESERVED = ("gen_ai.", "event.", "session.", "collector.", "schema.", "turn.", "vcs.", "git.", "workspace.",
             "tool.", "masking.", "agent.", "compaction.", "prompt.", "source.", "llm.", "subagent.", "upstream.",
@@ -181,9 +184,18 @@ class GlobalAttributes:
         return self._merged
 
     def apply(self, entry: dict[str, Any]) -> None:
-        for key, value in self._merged.items():
-            if key not in entry:
-                entry[key] = value
+        stamp(entry, self._merged)
+
+
+def stamp(entry: dict[str, Any], pairs: Mapping[str, str]) -> None:
+    """Fill ``pairs`` into ``entry`` where it has no such key; the keys added are named in ``MARK``."""
+    added = [key for key in pairs if key not in entry]
+    if not added:
+        return
+    for key in added:
+        entry[key] = pairs[key]
+    known = entry.get(MARK)
+    entry[MARK] = sorted({*(known if isinstance(known, list) else ()), *added})
 
 
 def _count(problems: dict[str, int], reason: str) -> None:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from collector.model import RawRecord
-from collector.pipeline.attributes import checked
+from collector.pipeline.attributes import checked, stamp
 from collector.pipeline.session_cache import SessionCache
 from collector.util.kv_pairs import parse_pairs
 
@@ -177,9 +177,7 @@ class Invocations:
             return
         index = bisect.bisect_right([t for t, _ in changes], int(entry.get("time_unix_nano") or 0))
         found = changes[max(index - 1, 0)][1]
-        for key, value in found.attributes.items():
-            if key not in entry:
-                entry[key] = value
+        stamp(entry, found.attributes)
         if self.link_traces and found.trace_id and TRACE_ID not in entry:
             entry[TRACE_ID] = found.trace_id
             entry[PARENT_SPAN_ID] = found.parent_id

@@ -80,6 +80,7 @@ def test_each_process_of_a_resumed_session_stamps_and_links_its_own_turn(tmp_pat
     spans = receiver.spans()
     roots = sorted((s for s in spans if s["name"] == "invoke_agent qwen-code"), key=lambda s: s["start"])
     assert [(r["trace_id"], r["parent_id"]) for r in roots] == [(t, p) for t, p, _ in CALLERS]
+    assert [r["attributes"]["run"] for r in roots] == ["first", "second"], "each turn's spans: its run's attributes"
     assert {s["trace_id"] for s in spans} == {t for t, _, _ in CALLERS}
     assert len(spans) > len(roots), "the turns' model and tool spans too"
 

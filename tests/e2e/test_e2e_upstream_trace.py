@@ -3,7 +3,7 @@ Context) and AGENT_COLLECTOR_ATTRIBUTES in its environment. The collector is ins
 install` (hooks in ~/.qwen/settings.json, run in the agent's process), and exports OTLP traces to the real
 receiver (tests/support/otlp_receiver.py, decoding the protobuf requests) with
 ``collector.upstream_trace_link`` on: every turn span is in the caller's trace, its root a child of the
-caller's span, and every entry, transcript ones too, carries the run's attributes."""
+caller's span, and every entry, transcript ones too, and every span carry the run's attributes."""
 
 from __future__ import annotations
 
@@ -61,6 +61,8 @@ def test_a_run_started_with_traceparent_is_traced_under_the_callers_span(
     ids = {s["span_id"] for s in spans}
     assert all(s["parent_id"] in ids for s in spans if s not in roots), "the other spans hang under the roots"
     assert {s["name"].split()[0] for s in spans} >= {"invoke_agent", "chat", "execute_tool"}
+    assert all((s["attributes"]["ticket"], s["attributes"]["pipeline"]) == ("OPS-12", "nightly build")
+               for s in spans), "the run's attributes are on every span"
 
 
 def test_without_the_switch_the_traceparent_changes_nothing(

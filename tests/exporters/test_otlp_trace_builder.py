@@ -296,3 +296,14 @@ def test_an_unusable_upstream_is_no_link() -> None:
     for fields in bad:
         root = build_spans(TurnInput("claude-code", S, "t1", linked(turn_with_subagent(), **fields)))[0]
         assert (root.trace_id, root.parent_id, root.parent_remote) == (plain.trace_id, None, False), fields
+
+
+def test_the_custom_attributes_an_entry_names_are_on_every_span() -> None:
+    entries = turn_with_subagent()
+    for entry in entries[3:]:  # the first entries were stamped before the run's context was known
+        entry.update({"team": "a", "ticket": "T-1", "gen_ai.x": "not named", "collector.custom_attributes": ["team",
+                      "ticket", "missing"]})
+    spans = build_spans(TurnInput("claude-code", S, "t1", entries))
+    assert all(s.attributes["team"] == "a" and s.attributes["ticket"] == "T-1" for s in spans)
+    assert not any("gen_ai.x" in s.attributes or "missing" in s.attributes for s in spans)
+    assert by_name(spans)["execute_tool Task"].attributes["gen_ai.operation.name"] == "execute_tool"

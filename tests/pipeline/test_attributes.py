@@ -17,7 +17,8 @@ def test_later_sources_win_and_entries_keep_their_own_fields(tmp_path: Path) -> 
     stamps = GlobalAttributes({"a": "config", "b": "config"}, env, live)
     entry = {"event.name": "tool.call", "d": "the entry's own"}
     stamps.apply(entry)
-    assert entry == {"event.name": "tool.call", "a": "config", "b": "resource", "c": "file", "d": "the entry's own"}
+    assert entry == {"event.name": "tool.call", "a": "config", "b": "resource", "c": "file", "d": "the entry's own",
+                     "collector.custom_attributes": ["a", "b", "c"]}, "the keys it added are named"
     assert stamps.problems == {}
 
 
@@ -26,7 +27,8 @@ def test_the_collectors_names_and_bad_values_are_refused_and_counted(tmp_path: P
     stamps = GlobalAttributes({"user.id": "x", "vcs.ref.head.name": "y", "fine": "z", "bad": "a\u2028b"}, env, None)
     entry: dict[str, str] = {}
     stamps.apply(entry)
-    assert entry == {"fine": "z", "ok": "1"}, "the malformed OTEL_RESOURCE_ATTRIBUTES is discarded whole"
+    assert entry == {"fine": "z", "ok": "1", "collector.custom_attributes": ["fine", "ok"]}, \
+        "the malformed OTEL_RESOURCE_ATTRIBUTES is discarded whole"
     reasons = sorted(stamps.problems)
     assert len(reasons) == 5, reasons
     assert any(r.startswith("OTEL_RESOURCE_ATTRIBUTES: discarded") for r in reasons)

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from collector.model import RawRecord
+from collector.pipeline.attributes import GlobalAttributes
 from collector.pipeline.invocation import (
     MAX_CHANGES,
     PARENT_SPAN_ID,
@@ -93,6 +94,9 @@ def test_every_entry_of_the_session_gets_the_attributes_and_only_fills() -> None
     stamped = entry(team="the agent's own")
     inv.apply(stamped)
     assert stamped["team"] == "the agent's own" and stamped["ticket"] == "T-1"
+    assert stamped["collector.custom_attributes"] == ["ticket"], "only what it added"
+    GlobalAttributes({"site": "x", "ticket": "global"}, {}, None).apply(stamped)
+    assert stamped["ticket"] == "T-1" and stamped["collector.custom_attributes"] == ["site", "ticket"]
     assert TRACE_ID not in stamped, "no trace link unless it is switched on"
     other, no_session = entry("s2"), {"event.name": "error", "gen_ai.agent.type": "qwen-code"}
     inv.apply(other)
