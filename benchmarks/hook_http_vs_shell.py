@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Wall time one hook event costs the agent: an http hook posting to the running daemon, against the
-spool shell hook, the SessionStart relay (curl, spool fallback) and a `python3 -c pass` baseline.
+spool shell hook and a `python3 -c pass` baseline. (The SessionStart relay, curl to the daemon, is gone:
+Claude Code's plugin runs the spool hook for every event since 2d090b0.)
 
 The daemon is the real one (`agent-collector run` in a throwaway home, so each post goes all the way
 into the spool with its fsync). The last http row posts while the daemon backfills a ``--backfill-mb``
@@ -122,7 +123,6 @@ def main() -> None:
     args = ap.parse_args()
     from _claude_corpus import generate
 
-    from collector.deploy.http_plugin import hooks_document
     from collector.paths import resolve_paths
 
     try:
@@ -152,15 +152,12 @@ def main() -> None:
             token = read_token(paths) or ""  # the daemon made the user's secret at start
             script = shlex.quote(str(ROOT / "hooks" / "agent-collector-hook.sh"))
             shell_hook = f"sh {script} claude-code PostToolUse {shlex.quote(str(paths.spool_dir))}"
-            session_start = hooks_document("claude-code", {}, paths, port)["hooks"]["SessionStart"]
-            relay = session_start[0]["hooks"][0]["command"]
             python = f"{shlex.quote(sys.executable)} -c pass"
             n = args.n
             rows = {} if args.http_only else {
                 "`python3 -c pass` (baseline)": timed(command(python, body), n),
                 "`true` via `sh -c`": timed(command("true", body), n),
                 "spool shell hook (`agent-collector-hook.sh`)": timed(command(shell_hook, body), n),
-                "SessionStart relay (curl to daemon)": timed(command(relay, body), n),
             }
             rows |= {
                 "http hook, new connection, 50 ms apart": timed(post_new_connection(port, body, token), n, 0.05),
