@@ -97,6 +97,7 @@ class IngestSection:
     enabled: bool
     port: int
     max_body_bytes: int
+    otlp_max_bytes: int
 
 
 @dataclass(slots=True)

@@ -13,6 +13,7 @@ from collector.deploy import autodeploy, consent, watchdog
 from collector.deploy.autodeploy import AutoDeployPart
 from collector.deploy.watchdog import WatchdogPart
 from collector.ingest.live import IngestPart, ingest_config, live_snapshot
+from collector.sources.otlp_files import otlp_service_agents
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +28,8 @@ def daemon_parts(service: Service) -> list[DaemonPart]:
         parts.append(IngestPart(ingest_config(service.config, service.paths), service.spool_writer,
                                 lambda: set(service.definitions), snapshot,
                                 routes=[dashboard_route(service.paths, service.config, snapshot)],
-                                paths=service.paths))
+                                paths=service.paths,
+                                service_agents=lambda: otlp_service_agents(list(service.definitions.values()))))
     if service.config.deploy.auto and consent.given(service.paths):  # install (or run --deploy) asked for it
         parts.append(AutoDeployPart(service.definitions, service.paths, service.config.deploy.rescan_s,
                                     service.state_slot(autodeploy.STATE_KEY)))

@@ -8,7 +8,7 @@ import dataclasses
 import errno
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -16,10 +16,11 @@ import orjson
 import collector.ingest.port_moves as port_moves
 from collector.config import Config
 from collector.ingest.envelope import to_envelope
+from collector.ingest.otlp_route import OtlpRoute
 from collector.ingest.owner import listener_uid
 from collector.ingest.relay import SpoolRelay, SpoolWriteFailed
 from collector.ingest.secret import choose_port, ensure_token, ingest_port, port_is_free, record_port
-from collector.ingest.server import HttpError, IngestConfig, IngestServer, Route
+from collector.ingest.server import BodyRoute, HttpError, IngestConfig, IngestServer, Route
 from collector.paths import Paths
 from collector.pipeline.status import SessionStatusTracker
 from collector.sources.spool_writer import SpoolWriter
@@ -30,7 +31,7 @@ log = logging.getLogger(__name__)
 def ingest_config(config: Config, paths: Paths) -> IngestConfig:
     """The user's secret (made now if missing) and port (configured, or chosen per user and kept)."""
     return IngestConfig(token=ensure_token(paths), port=ingest_port(paths, config.ingest.port),
-                        max_body_bytes=config.ingest.max_body_bytes)
+                        max_body_bytes=config.ingest.max_body_bytes, otlp_max_bytes=config.ingest.otlp_max_bytes)
 
 
 def live_snapshot(snapshot: dict[str, Any], tracker: SessionStatusTracker | None) -> dict[str, Any]:
@@ -44,14 +45,16 @@ def live_snapshot(snapshot: dict[str, Any], tracker: SessionStatusTracker | None
 class IngestPart:
     """The ingest server and its spool relay. A port already taken is logged, not fatal: command hooks
     still spool. Posted hooks go to the spool (durable, read by the same spool source as the hook
-    script's lines); the spool directory's file events wake the collection loop."""
+    script's lines); the spool directory's file events wake the collection loop. With ``service_agents``
+    (service.name -> agent id), the OTLP receiver (``collector.ingest.otlp_route``) shares the relay."""
 
     name = "ingest"
 
     def __init__(self, config: IngestConfig, spool_writer: SpoolWriter, known_agents: Callable[[], set[str]],
                  snapshot: Callable[[], dict[str, Any]], routes: Sequence[Route] = (),
-                 paths: Paths | None = None) -> None:
+                 paths: Paths | None = None, service_agents: Callable[[], Mapping[str, str]] | None = None) -> None:
         self.config = config
+        self._service_agents = service_agents
         self._routes = list(routes)  # extra routes: the dashboard
         self._paths = paths  # where the port in effect is recorded (<state dir>/ingest.port)
         self._writer = spool_writer
@@ -59,9 +62,14 @@ class IngestPart:
         self._snapshot = snapshot
         self.server: IngestServer | None = None
         self.relay: SpoolRelay | None = None
+        self.otlp: OtlpRoute | None = None
+        self._body_routes: list[BodyRoute] = []
 
     async def start(self) -> None:
         relay = SpoolRelay(self._writer)
+        otlp = None if self._service_agents is None else OtlpRoute(relay, self._service_agents,
+                                                                   self.config.otlp_max_bytes)
+        self._body_routes = [] if otlp is None else [otlp]
 
         async def submit(agent: str, body: bytes, received: float) -> None:
             """Answered when the line is durable: 400 if it cannot be stored, 500 if the write failed."""
@@ -76,9 +84,11 @@ class IngestPart:
                 raise HttpError(500, str(exc)) from None
 
         def snapshot() -> dict[str, Any]:
-            return {**self._snapshot(), "spool_relay": relay.stats()}
+            extra = {} if otlp is None else {"otlp": otlp.stats()}
+            return {**self._snapshot(), "spool_relay": relay.stats(), **extra}
 
-        server = IngestServer(submit, self._known_agents, snapshot, self.config, routes=self._routes)
+        server = IngestServer(submit, self._known_agents, snapshot, self.config, routes=self._routes,
+                              body_routes=self._body_routes)
         try:
             await server.start()
         except OSError as exc:
@@ -95,7 +105,7 @@ class IngestPart:
                 port_moves.clear(self._paths)
         if self._paths is not None:
             record_port(self._paths, server.port)
-        self.server, self.relay = server, relay
+        self.server, self.relay, self.otlp = server, relay, otlp
 
     async def _elsewhere(self, exc: OSError, submit: Any,
                          snapshot: Callable[[], dict[str, Any]]) -> IngestServer | None:
@@ -108,7 +118,7 @@ class IngestPart:
         owner = listener_uid(taken)
         port = choose_port(lambda p: p != taken and port_is_free(p))
         server = IngestServer(submit, self._known_agents, snapshot, dataclasses.replace(self.config, port=port),
-                              routes=self._routes)
+                              routes=self._routes, body_routes=self._body_routes)
         try:
             await server.start()
         except OSError:

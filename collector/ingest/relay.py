@@ -95,16 +95,18 @@ class SpoolRelay:
 
     # -- the event loop's side ---------------------------------------------------------------------
 
-    def submit(self, agent: str, event: str, payload: Any, received: float) -> asyncio.Future[None]:
+    def submit(self, agent: str, event: str, payload: Any, received: float,
+               folder: str | None = None) -> asyncio.Future[None]:
         """Queue one hook; the future resolves when its line is durable (or fails with
         :class:`SpoolWriteFailed`). Raises ``orjson.JSONEncodeError`` for a payload that cannot be stored
-        and :class:`RelayFull` when the writer is too far behind. Call from the event loop."""
+        and :class:`RelayFull` when the writer is too far behind. ``folder``: the spool folder when it is
+        not the agent's (the OTLP receiver's ``otlp/<agent>``). Call from the event loop."""
         line = SpoolWriter.line(agent, event, payload, received)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
         self._ensure_writer()
         try:
-            self._queue.put_nowait(_Pending(agent, line, future, loop))
+            self._queue.put_nowait(_Pending(folder or agent, line, future, loop))
         except queue.Full:
             raise RelayFull("the spool writer is behind") from None
         return future

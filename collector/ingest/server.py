@@ -7,7 +7,8 @@ A deliberately small HTTP/1.1 server on asyncio streams, strict about what it ac
   that rebinds a DNS name to 127.0.0.1 still sends its own name;
 * a request with ``Origin``, ``Referer`` or any ``Sec-Fetch-*`` header comes from a browser and is
   refused (403); no CORS header is ever sent, so no web page can post here or read an answer;
-* bodies need ``Content-Length`` (``Transfer-Encoding`` gets 411); a length over the cap gets 413
+* bodies need ``Content-Length`` (``Transfer-Encoding`` gets 411; the body routes also take
+  ``Transfer-Encoding: chunked``, ``collector.ingest.wire.read_body``); a length over the cap gets 413
   before a byte of the body is read, and the connection is closed;
 * every request must carry the user's secret in ``X-Agent-Collector-Token`` (compared in constant
   time); without it, or with another user's, the answer is 401 and the refusal is counted;
@@ -19,7 +20,9 @@ A deliberately small HTTP/1.1 server on asyncio streams, strict about what it ac
 
 Routes: ``POST /v1/hooks/<agent>[?event=<name>]`` hands the raw body to ``submit`` and answers ``{}``
 (an unknown agent gets 404 naming the known ones); ``GET /v1/status`` and ``GET /v1/sessions`` answer
-the daemon's live picture from ``snapshot()``. Extra routes (the dashboard, ``collector.dashboard``)
+the daemon's live picture from ``snapshot()``. Body routes (the OTLP receiver,
+``collector.ingest.otlp_route``) own their paths, are checked like the hooks (token, no browser) and
+answer a posted body themselves. Extra routes (the dashboard, ``collector.dashboard``)
 own their paths: they replace the browser refusal with their own same-origin rules (the Host check
 stays) and are answered from a worker thread.
 """
@@ -35,13 +38,21 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
-from urllib.parse import parse_qs
 
 import orjson
 
-from collector.model import decode
+from collector.ingest.wire import (  # noqa: F401 - the wire's names, as they were imported from here
+    HttpError,
+    Request,
+    Response,
+    body_length,
+    parse_head,
+    read_body,
+    split_host,
+    with_event_name,
+)
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +78,7 @@ class IngestConfig:
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
     max_body_bytes: int = 1024 * 1024
+    otlp_max_bytes: int = 8 * 1024 * 1024  # an OTLP request, on the wire and once decompressed
     max_header_bytes: int = 16 * 1024
     header_timeout_s: float = 5.0
     body_timeout_s: float = 10.0
@@ -74,38 +86,14 @@ class IngestConfig:
     max_connections: int = 128
 
 
-class HttpError(Exception):
-    """Answered with ``status`` and ``{"error": message}``; the connection is then closed."""
+class BodyRoute(Protocol):
+    max_body_bytes: int
 
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
+    def owns(self, path: str) -> bool:
+        """Is ``path`` this route's?"""
 
-
-@dataclass(slots=True)
-class Request:
-    method: str
-    path: str
-    query: dict[str, list[str]]
-    version: str
-    headers: dict[str, str]
-
-    @property
-    def keep_alive(self) -> bool:
-        connection = self.headers.get("connection", "").lower()
-        if self.version == "HTTP/1.0":
-            return connection == "keep-alive"
-        return connection != "close"
-
-
-@dataclass(frozen=True, slots=True)
-class Response:
-    """What an extra route answers."""
-
-    status: int
-    body: bytes
-    content_type: str = "application/json"
-    headers: Sequence[tuple[str, str]] = field(default_factory=tuple)
+    async def post(self, request: Request, body: bytes, received: float) -> Response:
+        """Answer a posted body (on the event loop; raise HttpError to refuse)."""
 
 
 class Route(Protocol):
@@ -135,9 +123,10 @@ def check_loopback(host: str) -> None:
 class IngestServer:
     def __init__(self, submit: Submit, known_agents: Callable[[], set[str]],
                  snapshot: Callable[[], dict[str, Any]], config: IngestConfig | None = None,
-                 routes: Sequence[Route] = ()) -> None:
+                 routes: Sequence[Route] = (), body_routes: Sequence[BodyRoute] = ()) -> None:
         self.config = config or IngestConfig()
         self._routes = list(routes)
+        self._body_routes = list(body_routes)
         check_loopback(self.config.host)
         if not self.config.token:
             raise ValueError("the ingest server needs the user's secret (IngestConfig.token)")
@@ -337,6 +326,9 @@ class IngestServer:
             await self._respond(writer, 200, self._view(path), close=not request.keep_alive,
                                 head=request.method == "HEAD")
             return request.keep_alive
+        posted = next((r for r in self._body_routes if r.owns(path)), None)
+        if posted is not None:
+            return await self._post(posted, request, reader, writer)
         route = self._extra(path)
         if route is not None:
             return await self._answer(route, request, writer)
@@ -352,6 +344,30 @@ class IngestServer:
         await self._send(writer, response.status, response.body, close=not request.keep_alive,
                          head=request.method == "HEAD", content_type=response.content_type,
                          extra=response.headers)
+        return request.keep_alive
+
+    async def _post(self, route: BodyRoute, request: Request, reader: asyncio.StreamReader,
+                    writer: asyncio.StreamWriter) -> bool:
+        if request.method != "POST":
+            raise HttpError(405, "use POST")
+        received = time.time()
+        body = await read_body(reader, request.headers, route.max_body_bytes, self.config.body_timeout_s)
+        try:
+            async with asyncio.timeout(self.config.body_timeout_s):  # a stalled disk is not forever
+                response = await route.post(request, body, received)
+        except HttpError:
+            raise
+        except Exception as exc:
+            log.warning("%s refused: %s", request.path, exc)
+            self._counts["rejected_queue"] += 1
+            await self._respond(writer, 503, {"error": "the collector could not queue the request"},
+                                close=not request.keep_alive)
+            return request.keep_alive
+        self._counts[f"{request.path.strip('/').replace('/', '_')}_{response.status}"] += 1
+        if response.status == 200:
+            self._bytes += len(body)
+        await self._send(writer, response.status, response.body, close=not request.keep_alive,
+                         content_type=response.content_type, extra=response.headers)
         return request.keep_alive
 
     def _view(self, path: str) -> dict[str, Any]:
@@ -412,86 +428,3 @@ class IngestServer:
         writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("ascii") + (b"" if head else payload))
         with contextlib.suppress(ConnectionError):
             await writer.drain()
-
-
-# -- parsing (pure) --------------------------------------------------------------------------------
-
-def parse_head(head: bytes) -> Request:
-    """Parse the request line and headers (``head`` ends with the blank line)."""
-    try:
-        text = head.decode("latin-1")
-    except UnicodeDecodeError:  # pragma: no cover - latin-1 decodes every byte
-        raise HttpError(400, "undecodable request head") from None
-    lines = text.split("\r\n")
-    parts = lines[0].split(" ")
-    if len(parts) != 3:
-        raise HttpError(400, "malformed request line")
-    method, target, version = parts
-    if version not in ("HTTP/1.1", "HTTP/1.0"):
-        raise HttpError(505, "only HTTP/1.1 and HTTP/1.0")
-    if not method.isalpha() or not method.isupper():
-        raise HttpError(400, "malformed method")
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        if not line:
-            continue
-        name, sep, value = line.partition(":")
-        if not sep or not name or name != name.strip() or any(c in name for c in " \t"):
-            raise HttpError(400, "malformed header line")
-        key = name.lower()
-        if key in headers and key in ("host", "content-length", "transfer-encoding"):
-            raise HttpError(400, f"duplicate {name} header")
-        headers[key] = value.strip()
-    if not target.startswith("/") or target.startswith("//"):
-        raise HttpError(400, "request target must be a path")
-    path, _, query = target.partition("?")
-    return Request(method, path, parse_qs(query) if query else {}, version, headers)
-
-
-def split_host(host: str) -> tuple[str, str] | None:
-    """``name`` and ``port`` ("" when absent) of a Host header, or None when it is malformed."""
-    if host.startswith("["):
-        name, sep, rest = host[1:].partition("]")
-        if not sep or (rest and not rest.startswith(":")):
-            return None
-        return name, rest[1:]
-    name, _, port = host.partition(":")
-    if ":" in port or not name:
-        return None
-    return name, port
-
-
-def body_length(headers: dict[str, str], cap: int) -> int:
-    """The body length to read, or an HttpError (411 without a length, 413 over the cap)."""
-    if "transfer-encoding" in headers:
-        raise HttpError(411, "send Content-Length; Transfer-Encoding is not accepted")
-    raw = headers.get("content-length")
-    if raw is None:
-        raise HttpError(411, "Content-Length is required")
-    if not raw.isdigit():
-        raise HttpError(400, "bad Content-Length")
-    length = int(raw)
-    if length > cap:
-        raise HttpError(413, f"body of {length} bytes is over the {cap}-byte cap")
-    return length
-
-
-def with_event_name(body: bytes, event: str | None) -> bytes:
-    """Check that the body is a JSON object; with ``?event=``, name the event if the payload does not.
-    A body only the lenient decoder takes (lone UTF-16 surrogates, a BOM) is re-encoded from its decoded
-    form, lone surrogates as U+FFFD, as the spool and the files have them."""
-    strict = True
-    try:
-        payload = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        try:
-            payload = decode.loads(body)
-        except orjson.JSONDecodeError:
-            raise HttpError(400, "body is not JSON") from None
-        strict = False
-    if not isinstance(payload, dict):
-        raise HttpError(400, "body must be a JSON object")
-    if event and not payload.get("hook_event_name"):
-        payload["hook_event_name"] = event
-        return orjson.dumps(payload)
-    return body if strict else orjson.dumps(payload)

@@ -1,9 +1,9 @@
 """Source kinds: the registry (kind -> schema -> build function) and the sources an agent definition lists.
 
 Built-in kinds: ``spool`` and ``jsonl`` (here), ``sqlite`` (sqlite_rows), ``json_file``
-(json_documents), ``command`` (commands). An installed package adds kinds under the entry point group
-``agent_collector.source_kinds``. A spec of an unknown kind, or one that breaks its kind's schema, is
-logged and skipped; the agent's other sources still run.
+(json_documents), ``command`` (commands), ``otlp`` and ``otlp_file`` (otlp_files). An installed package
+adds kinds under the entry point group ``agent_collector.source_kinds``. A spec of an unknown kind, or one
+that breaks its kind's schema, is logged and skipped; the agent's other sources still run.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 
 import collector.sources.commands as commands
 import collector.sources.json_documents as json_documents
+import collector.sources.otlp_files as otlp_files
 import collector.sources.sqlite_rows as sqlite_rows
 from collector.definitions import AgentDefinition
 from collector.definitions.schema import kind_schema
@@ -49,6 +50,7 @@ def source_kinds() -> Registry[SourceBuilder]:
         sqlite_rows.PLUGIN,
         json_documents.PLUGIN,
         commands.PLUGIN,
+        *otlp_files.PLUGINS,
     ]
     return Registry("source kind", builtin, group="agent_collector.source_kinds")
 

@@ -1,7 +1,10 @@
 """Append hook envelopes to the spool from inside the daemon (the HTTP ingest path).
 
 The daemon writes its own file per agent and day (``<agent>-YYYY-MM-DD.http.jsonl``) so it never
-shares a file with the hook script's writers; the spool source reads both.
+shares a file with the hook script's writers; the spool source reads both. A folder key with a ``/``
+(``otlp/<agent>``, the OTLP receiver's requests) writes ``<spool>/otlp/<agent>/<agent>-YYYY-MM-DD.http.jsonl``,
+which the hook spool's glob (``<spool>/<agent>/*.jsonl``) does not see; retention treats it as the
+daemon's own file (emptied under this writer's lock once committed, deleted the next day).
 """
 
 from __future__ import annotations
@@ -72,9 +75,9 @@ class SpoolWriter:
         if current:
             os.close(current[1])
         directory = self.spool_dir / agent
-        private_dir(directory)
+        private_dir(directory)  # every folder it makes 0700, otlp/ too
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | (os.O_DSYNC if self.fsync else 0)
-        fd = open_private(directory / f"{agent}-{day}.http.jsonl", flags)
+        fd = open_private(directory / f"{agent.rpartition('/')[2]}-{day}.http.jsonl", flags)
         self._fds[agent] = (day, fd)
         return fd
 
