@@ -8,13 +8,16 @@ each turn is traced under its own caller's span (the real OTLP receiver decodes 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support import FIXTURES, make_paths, read_output
+from support import FIXTURES, ROOT, make_paths, read_output
 from support.collect_once import collect_cli
 from support.otlp_receiver import OtlpReceiver
 
@@ -58,6 +61,13 @@ def prepare(tmp_path: Path, endpoint: str, link: bool, traceparents: list[str]) 
     return paths
 
 
+def collect_env(paths: Paths) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_COLLECTOR_")}
+    env.update(HOME=str(paths.home), AGENT_COLLECTOR_DATA_DIR=str(paths.data_dir),
+               AGENT_COLLECTOR_CONFIG_DIR=str(paths.config_dir))
+    return env
+
+
 def by_process(entries: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     """The session's entries from each process: the second one's from its session.start on."""
     starts = sorted(e["time_unix_nano"] for e in entries if e["event.name"] == "session.start")
@@ -92,6 +102,9 @@ def test_an_invalid_traceparent_fails_open_and_is_counted(tmp_path: Path, receiv
     assert entries and not any("upstream.trace_id" in e for e in entries)
     assert all(e.get("run") in ("first", "second") for e in entries if e.get("gen_ai.session.id"))
     assert status["pipeline"]["attributes_left_out"]["TRACEPARENT: not a W3C traceparent, ignored"] > 0
+    shown = subprocess.run([sys.executable, "-m", "collector", "status", "--home", str(paths.home)], cwd=ROOT,
+                           env=collect_env(paths), capture_output=True, text=True, timeout=60)
+    assert "custom attributes left out: TRACEPARENT: not a W3C traceparent, ignored (" in shown.stdout, shown.stdout
     roots = [s for s in receiver.spans() if s["name"] == "invoke_agent qwen-code"]
     assert len(roots) == 2 and all(r["parent_id"] is None for r in roots)
 
