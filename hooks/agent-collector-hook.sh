@@ -10,8 +10,10 @@
 # Line written to <spool-dir>/<agent>/<agent>-YYYY-MM-DD.jsonl (UTC day):
 #   {"ts":<epoch s.fraction>,"agent":"<id>","event":"<EventName>"[,"attributes":"<text>"][,"traceparent":"<text>"],"payload":<payload text>}
 # - "attributes" is $AGENT_COLLECTOR_ATTRIBUTES ("key=value,key=value": per-invocation attributes the
-#   daemon stamps on every entry of the session) and "traceparent" is $TRACEPARENT (W3C trace context of
-#   the program that started the agent), both from the agent's environment and only when set: copied as
+#   daemon stamps on every entry of the session; when it is unset or empty, LoongSuite Pilot's
+#   $LOONGSUITE_PILOT_SPAN_ATTRIBUTES, the same form, so a launcher written for Pilot keeps working) and
+#   "traceparent" is $TRACEPARENT (W3C trace context of the program that started the agent), both
+#   from the agent's environment and only when set: copied as
 #   they are when they fit (attributes <= 1024 bytes with no control character, quote or backslash;
 #   traceparent <= 128 bytes of lowercase hex digits and dashes), else written as false, which the
 #   daemon reads into the spool envelope (collector/sources/spool_lines.py) and stamps on the session's
@@ -136,7 +138,7 @@ if [ -z "${BASH_VERSION:-}" ] || [ -z "${EPOCHREALTIME:-}" ]; then
   }
 
   posix_context() {  # the invocation attributes and trace context (see the top), as JSON strings or false
-    v=${AGENT_COLLECTOR_ATTRIBUTES-}
+    v=${AGENT_COLLECTOR_ATTRIBUTES:-${LOONGSUITE_PILOT_SPAN_ATTRIBUTES-}}
     if [ -n "$v" ]; then
       case $v in
         *[[:cntrl:]\"\\]*) v=false ;;
@@ -261,7 +263,7 @@ write_stream() {  # a big payload never enters bash: the rest of stdin goes thro
 }
 
 context() {  # the invocation attributes and trace context (see the top), as JSON strings or false
-  local v=${AGENT_COLLECTOR_ATTRIBUTES-}
+  local v=${AGENT_COLLECTOR_ATTRIBUTES:-${LOONGSUITE_PILOT_SPAN_ATTRIBUTES-}}
   if [[ -n $v ]]; then
     if ((${#v} > 1024)) || [[ $v == *[[:cntrl:]\"\\]* ]]; then v=false; else v="\"$v\""; fi
     head+=",\"attributes\":$v"
@@ -289,7 +291,7 @@ bash_main() {
   [[ -d $dir ]] || mkdir -p "$dir" || return 0
   target=$dir/$agent-$day.jsonl
   head="{\"ts\":$ts,\"agent\":\"$agent\",\"event\":\"$event\""
-  [[ -n ${AGENT_COLLECTOR_ATTRIBUTES-}${TRACEPARENT-} ]] && context
+  [[ -n ${AGENT_COLLECTOR_ATTRIBUTES-}${LOONGSUITE_PILOT_SPAN_ATTRIBUTES-}${TRACEPARENT-} ]] && context
 
   trap 'drop timeout' ALRM
   trap 'drop signal' TERM INT HUP

@@ -494,6 +494,18 @@ def test_context_from_the_environment_is_in_the_line(tmp_path: Path, mode: str) 
 
 
 @pytest.mark.parametrize("mode", MODES)
+def test_loongsuite_pilots_variable_stands_in_for_ours(tmp_path: Path, mode: str) -> None:
+    """A launcher written for LoongSuite Pilot sets LOONGSUITE_PILOT_SPAN_ATTRIBUTES; ours wins when set."""
+    pilot = {"LOONGSUITE_PILOT_SPAN_ATTRIBUTES": "multica.task=t1"}
+    run_hook(tmp_path, "qwen-code", "Stop", stdin=b"{}", mode=mode, env={**pilot, "AGENT_COLLECTOR_ATTRIBUTES": ""})
+    run_hook(tmp_path, "qwen-code", "Stop", stdin=b"{}", mode=mode, env={**pilot, "AGENT_COLLECTOR_ATTRIBUTES": "a=1"})
+    run_hook(tmp_path, "qwen-code", "Stop", stdin=b"{}", mode=mode,
+             env={"LOONGSUITE_PILOT_SPAN_ATTRIBUTES": 'a="b"'})
+    assert [line["attributes"] for line in read_lines(day_file(tmp_path, "qwen-code"))] == ["multica.task=t1", "a=1",
+                                                                                            False]
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_without_context_the_line_is_as_before(tmp_path: Path, mode: str) -> None:
     run_hook(tmp_path, "qwen-code", "Stop", stdin=b"{}", mode=mode,
              env={"AGENT_COLLECTOR_ATTRIBUTES": "", "TRACEPARENT": ""})
