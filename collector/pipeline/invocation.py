@@ -116,8 +116,8 @@ class Invocations:
     context with the time it began (the earliest entry of the record that named it), at most
     ``MAX_CHANGES``, and an entry gets the one of its own time (the first one if it is older), so the
     order in which sources are read does not matter. ``link_traces``: stamp the upstream span
-    (``collector.upstream_trace_link``); ``load``: one saved session by key (``<agent>\x1f<session>``, in
-    the checkpoint store), None when there is none."""
+    (``collector.upstream_trace_link``); ``load``: one saved session by key (agent id and session id joined by
+    U+001F, in the checkpoint store), None when there is none."""
 
     def __init__(self, link_traces: bool = False, max_sessions: int = 2000,
                  load: Callable[[str], Any] | None = None) -> None:
