@@ -62,7 +62,8 @@ class SessionState:
 
     def make_invocations(self, cap: int, link_traces: bool) -> Invocations:
         store = self.store
-        self.invocations = Invocations(link_traces, cap, lambda key: store.session(INVOCATIONS_SCOPE, key))
+        self.invocations = Invocations(link_traces, cap, lambda key: store.session(INVOCATIONS_SCOPE, key),
+                                       saved=bool(store.recent_sessions(INVOCATIONS_SCOPE, 1)))
         return self.invocations
 
     def rows(self) -> list[SessionRow]:

@@ -117,12 +117,14 @@ class Invocations:
     ``MAX_CHANGES``, and an entry gets the one of its own time (the first one if it is older), so the
     order in which sources are read does not matter. ``link_traces``: stamp the upstream span
     (``collector.upstream_trace_link``); ``load``: one saved session by key (agent id and session id joined by
-    U+001F, in the checkpoint store), None when there is none."""
+    U+001F, in the checkpoint store), None when there is none; ``saved``: the store holds some (else
+    nothing is looked up until a hook record names a context: most runs have none)."""
 
     def __init__(self, link_traces: bool = False, max_sessions: int = 2000,
-                 load: Callable[[str], Any] | None = None) -> None:
+                 load: Callable[[str], Any] | None = None, saved: bool = True) -> None:
         self.link_traces = link_traces
         self.problems: dict[str, int] = {}
+        self._active = saved and load is not None
         self._sessions: SessionCache[Changes] = SessionCache(
             max_sessions, None if load is None else lambda key: decode(load(key)), keep_evicted=load is not None)
 
@@ -155,6 +157,7 @@ class Invocations:
             self._remember(key, time_ns, found)
 
     def _remember(self, key: str, time_ns: int, found: Context) -> None:
+        self._active = True
         changes = self._sessions.get(key)
         if changes is None:
             self._sessions.put(key, [(time_ns, found)])
@@ -170,7 +173,7 @@ class Invocations:
         del changes[:-MAX_CHANGES]
 
     def apply(self, entry: dict[str, Any]) -> None:
-        if not entry.get("gen_ai.session.id"):
+        if not self._active or not entry.get("gen_ai.session.id"):
             return
         changes = self._sessions.get(_key(entry))
         if not changes:

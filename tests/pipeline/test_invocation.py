@@ -179,3 +179,20 @@ def test_saved_state_is_read_back_only_in_its_own_shape() -> None:
                 [[5, {"attributes": {"a": 1}, "trace_id": "", "parent_id": ""}]],
                 [[5, {"attributes": {}, "trace_id": None, "parent_id": ""}]]):
         assert decode(bad) is None, bad
+
+
+def test_with_nothing_saved_nothing_is_looked_up_until_a_record_names_a_context() -> None:
+    asked: list[str] = []
+
+    def load(key: str) -> Any:
+        asked.append(key)
+        return None
+
+    inv = Invocations(load=load, saved=False)
+    inv.apply(entry())
+    assert asked == [], "most runs have no context: no lookup per entry"
+    inv.observe(hook(attributes="team=a"), [entry()])
+    stamped, other = entry(), entry("s2")
+    inv.apply(stamped)
+    inv.apply(other)
+    assert stamped["team"] == "a" and "team" not in other and asked
