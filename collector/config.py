@@ -162,6 +162,7 @@ class Config:
     deploy: DeploySection = field(default_factory=DeploySection)
     prices: dict[str, dict[str, float]] = field(default_factory=dict)  # model -> USD per million (usage.config_prices)
     attributes: dict[str, str] = field(default_factory=dict)  # custom attributes on every entry (pipeline.attributes)
+    budget: dict[str, Any] = field(default_factory=dict)  # spend limits (usage.budget, daemon.budget_watch)
 
     def agent(self, agent_id: str) -> AgentSection:
         return self.agents.get(agent_id) or AgentSection()
@@ -383,11 +384,12 @@ def _normalized(value: Any, node: Mapping[str, Any] | None) -> Any:
 
 
 def _build(data: dict[str, Any]) -> Config:
-    full = _normalized({name: data.get(name, {}) for name in [*SECTIONS, "agents", "otlp", "prices", "attributes"]},
-                       schema())
+    names = [*SECTIONS, "agents", "otlp", "prices", "attributes", "budget"]
+    full = _normalized({name: data.get(name, {}) for name in names}, schema())
     sections = {name: cls(**full[name]) for name, cls in SECTIONS.items()}
     agents = {k: AgentSection(**v) for k, v in full["agents"].items()}
-    return Config(**sections, agents=agents, otlp=full["otlp"], prices=full["prices"], attributes=full["attributes"])
+    return Config(**sections, agents=agents, otlp=full["otlp"], prices=full["prices"], attributes=full["attributes"],
+                  budget=full["budget"])
 
 
 def _known_agents(config_file: Path) -> list[str]:

@@ -39,9 +39,26 @@
 # after ~2 s without the lock the line goes to <spool-dir>/<agent>/pending/<ts>-<pid>.json and the next
 # fallback hook that holds the lock moves it into the day file.
 # It never writes to stdout (some agents feed hook stdout to the model), starts no Python or Node, and
-# exits 0 whatever happens.
+# exits 0 whatever happens, but for one case: a hard budget limit (docs/budgets.md). While the daemon keeps
+# <spool-dir>/.refuse/<agent>.<EventName> (one line "<expiry epoch s> <exit code>", then the reason), the
+# call is refused after its line is written: the reason on stderr, that exit code (Claude Code's
+# UserPromptSubmit: 2, the prompt is not sent). It costs one file test per call; a file past its expiry (a
+# daemon that died; a running one renews it every 30 s and removes it when it stops) refuses nothing.
 
+refuse_file=${3:+$3/.refuse/${1-}.${2-}}
+if [ -n "$refuse_file" ] && [ -f "$refuse_file" ]; then exec 8>&2; else refuse_file=; fi
 exec >/dev/null 2>&1
+
+refuse_if_due() {  # see the top: the file's exit code while it has not expired, else nothing
+  [ -n "$refuse_file" ] || return 0
+  { read -r expires code && read -r reason; } <"$refuse_file" || return 0
+  case $expires in '' | *[!0-9]*) return 0 ;; esac
+  case $code in '' | *[!0-9]*) return 0 ;; esac
+  now=${EPOCHREALTIME:-$(date +%s)}
+  [ "${now%.*}" -lt "$expires" ] || return 0
+  printf '%s\n' "$reason" >&8
+  exit "$code"
+}
 umask 077
 LC_ALL=C
 export LC_ALL
@@ -191,6 +208,7 @@ if [ -z "${BASH_VERSION:-}" ] || [ -z "${EPOCHREALTIME:-}" ]; then
   }
 
   posix_main "$@"
+  refuse_if_due
   exit 0
 fi
 
@@ -304,4 +322,5 @@ bash_main() {
 }
 
 bash_main "$@"
+refuse_if_due
 exit 0

@@ -114,6 +114,17 @@ class Collection:
                 if not self._deliver(entries, commit, result):
                     return
 
+    def deliver_made(self, entries: list[dict[str, Any]], result: CycleResult) -> list[dict[str, Any]]:
+        """Entries the daemon makes itself (``budget.threshold``): finished, counted, delivered and committed
+        like the idle rule's. Returns the fresh ones (an id the dedupe set holds is dropped)."""
+        with self.state_lock:
+            fresh = self.pipeline.finish(entries)
+            self.counts.add(fresh, result.by_agent)
+        if fresh:
+            result.entries += len(fresh)
+            self._deliver(fresh, Commit(seen_ids=[e["event.id"] for e in fresh]), result)
+        return fresh
+
     def _flush(self, records: list[RawRecord], positions: dict[str, Position], result: CycleResult) -> bool:
         with self.state_lock:
             output = self.pipeline.process(records)

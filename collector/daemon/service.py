@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 
 from collector import __version__
 from collector.config import Config, agent_setting, load_for
+from collector.daemon.budget_watch import BudgetWatch
 from collector.daemon.collection import Collection, CycleResult, Progress
 from collector.daemon.delivery import Delivery
 from collector.daemon.event_counts import KEY as COUNTS_KEY
@@ -104,6 +105,7 @@ class Service:
         self._collection: Collection | None = None  # the way of a batch, once the parts are built (startup)
         self._files = FileEvents(self.config)
         self._idle = IdleRule(self.config, self.definitions, clock)
+        self.budget = BudgetWatch(self.config, paths, self.definitions)  # [budget] and spend.json
         self._followed = FollowedPaths()
         self._lock = InstanceLock(paths)
         self._store: CheckpointStore | None = None
@@ -185,6 +187,7 @@ class Service:
     def shutdown(self) -> None:
         shutdown_all(self.exporters, self.config.collector.stop_timeout_s)  # queues drain meanwhile
         self.spool_writer.close()
+        self.budget.close()
         self._write_status()
         if self._guard is not None:
             self._guard.close()
@@ -282,6 +285,8 @@ class Service:
                     break
             else:
                 flow.close_idle_sessions(result)
+                if self.budget.due(result.entries):
+                    self.budget.check(flow.deliver_made, result)
         self._write_status(force=False)
         if result.blocked is None and self._housekeeping.housekeeping_due():
             self.housekeep()
@@ -421,6 +426,7 @@ class Service:
             "exporters": {e.name: e.stats() for e in self.exporters},
             "delivery": {} if self.delivery is None else self.delivery.status(),
             "external_agents": self.external.status(),
+            "budget": self.budget.status(),
         }
 
     def _write_status(self, force: bool = True) -> None:

@@ -29,6 +29,7 @@ EVENT_NAMES = (
     "session.status",
     "error",
     "skill.use",  # LoongSuite Pilot's: a skill, extension or capability invocation (gen_ai.skill.*)
+    "budget.threshold",  # the daemon's: a [budget] limit crossed warn_at or its amount
     "other",  # LoongSuite Pilot's: an event none of the others names
 )
 

@@ -119,7 +119,7 @@ def test_several_problems_are_one_line(tmp_path: Path) -> None:
 
 def test_dataclasses_and_schema_list_the_same_keys() -> None:
     props = schema()["properties"]
-    assert set(props) == set(SECTIONS) | {"agents", "otlp", "prices", "attributes"}
+    assert set(props) == set(SECTIONS) | {"agents", "otlp", "prices", "attributes", "budget"}
     for name, cls in SECTIONS.items():
         assert {f.name for f in dataclasses.fields(cls)} == set(props[name]["properties"]), name
         for key, node in props[name]["properties"].items():
