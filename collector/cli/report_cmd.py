@@ -1,5 +1,6 @@
 """``agent-collector report daily|weekly|monthly|session|model|agent|project|repo|branch|worktree|blocks`` (or
-``--by KIND``): usage and cost from the local usage store."""
+``--by KIND``): usage and cost from the local usage store; and the detail reports ``report tools``, ``report session
+ID``, ``report models --compare`` and ``report findings`` (``collector.cli.report_detail``)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from collector.cli.common import add_home, fail, paths_from, print_json
+from collector.cli.report_detail import DETAIL_KINDS, add_detail_arguments, detail_report, is_detail
 from collector.config import ConfigError, load_config
 from collector.exporters.usage import store_settings
 from collector.usage.prices import CACHE_NAME, PriceTable
 from collector.usage.query import KINDS, Filters
 from collector.usage.render import table_lines
+from collector.usage.render_detail import detail_lines
 from collector.usage.report import ReportRequest, build_report
 from collector.usage.store import connect, store_file
 from collector.util.timezones import local_zone
@@ -31,7 +34,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "genai-prices table (offline); models it does not know are shown as unpriced. repo, branch "
                     "and worktree group by the git repository (its normalised remote URL), branch and working "
                     "tree the session's directory was in when each entry was collected; (none) is outside git.")
-    parser.add_argument("kind", nargs="?", choices=KINDS, help="how to group (or --by)")
+    parser.add_argument("kind", nargs="?", choices=KINDS + DETAIL_KINDS,
+                        help="how to group (or --by); tools, findings, models --compare and session ID: the detail "
+                             "reports (docs/reports.md)")
+    parser.add_argument("target", nargs="?", metavar="ID", help="with session: the one session to show turn by turn "
+                                                               "(its id or a unique start of it)")
     parser.add_argument("--by", choices=KINDS, metavar="KIND", help=f"how to group: {', '.join(KINDS)}")
     parser.add_argument("--since", metavar="DATE", help="first day included (YYYY-MM-DD or YYYYMMDD)")
     parser.add_argument("--until", metavar="DATE", help="last day included (YYYY-MM-DD or YYYYMMDD)")
@@ -43,6 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--timezone", metavar="TZ", help="IANA time zone for days and times (default: local)")
     parser.add_argument("--breakdown", action="store_true", help="a line per model under each row")
     parser.add_argument("--json", action="store_true", help="print JSON (docs/reports.md) instead of a table")
+    add_detail_arguments(parser)
     parser.add_argument("--store", metavar="FILE", help="the usage store to read (default: from the config)")
     add_home(parser)
     parser.set_defaults(func=cmd_report)
@@ -74,6 +82,8 @@ def report_kind(args: argparse.Namespace) -> str:
 
 def build_request(args: argparse.Namespace) -> ReportRequest:
     kind = report_kind(args)
+    if getattr(args, "target", None) and kind != "session":
+        raise ValueError(f"an ID goes with report session, not report {kind}")
     if args.timezone:
         try:
             tz: tzinfo = ZoneInfo(args.timezone)
@@ -118,7 +128,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         db = connect(path, readonly=True)
         prices = PriceTable(path.with_name(CACHE_NAME), own_prices)
         try:
-            report = build_report(db, request, prices)
+            report = detail_report(db, args, request, prices) if is_detail(args) else build_report(db, request, prices)
+        except ValueError as exc:
+            return fail(str(exc), 1)
         finally:
             db.close()
         prices.save()
@@ -128,5 +140,6 @@ def cmd_report(args: argparse.Namespace) -> int:
         print_json(report)
         return 0
     width = shutil.get_terminal_size((120, 24)).columns if sys.stdout.isatty() else 120
-    sys.stdout.write("\n".join(table_lines(report, args.breakdown, width)) + "\n")
+    lines = detail_lines(report) if is_detail(args) else table_lines(report, args.breakdown, width)
+    sys.stdout.write("\n".join(lines) + "\n")
     return 0

@@ -24,9 +24,6 @@ are pruned once a day.
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import math
 import sqlite3
 import time
 from collections.abc import Iterable, Sequence
@@ -35,11 +32,15 @@ from pathlib import Path
 from typing import Any
 
 import collector.usage.rollup as rollup
-from collector.util.git_url import normalise
+from collector.usage.rows import DETAIL_COLUMNS, event_key, event_row, fold_sessions, git_labels, session_row, utc_day
 from collector.util.private import create_private, private_dir
 
-SCHEMA_VERSION = 5  # 2: ``events`` is a rowid table (appended in arrival order); 3: unique by an integer key;
-# 4: the keys in ``event_keys``, merged in sorted passes; 5: repo, branch, worktree (added to older rows as NULL)
+__all__ = ["DETAIL_COLUMNS", "GIT_COLUMNS", "SCHEMA_VERSION", "StoreSettings", "UsageStore", "connect", "event_key",
+           "event_row", "fold_sessions", "git_labels", "session_row", "store_file", "utc_day"]
+
+SCHEMA_VERSION = 6  # 2: ``events`` is a rowid table (appended in arrival order); 3: unique by an integer key;
+# 4: the keys in ``event_keys``, merged in sorted passes; 5: repo, branch, worktree (added to older rows as NULL);
+# 6: agent_id, call_id, parent_call, args_digest, result_bytes (``collector.usage.rows``; NULL in older rows)
 FILE_NAME = "usage.sqlite"
 PAGE_SIZE = 8192  # fewer, fuller pages per commit than SQLite's 4096
 MERGE_AT = 32_768  # rows whose keys wait in memory before they move into ``event_keys`` in one sorted pass
@@ -73,7 +74,12 @@ CREATE TABLE IF NOT EXISTS events (
   detail TEXT,
   repo TEXT,
   branch TEXT,
-  worktree TEXT
+  worktree TEXT,
+  agent_id TEXT,
+  call_id TEXT,
+  parent_call TEXT,
+  args_digest TEXT,
+  result_bytes INTEGER
 )"""
 _COLLIDED = "CREATE TABLE IF NOT EXISTS collided (event_id TEXT PRIMARY KEY) WITHOUT ROWID"
 _KEYS = "CREATE TABLE IF NOT EXISTS event_keys (k INTEGER PRIMARY KEY, id INTEGER NOT NULL)"
@@ -104,14 +110,13 @@ _COLUMNS = ("event_id", "name", "time_ns", "day", "agent", "session", "turn", "s
             "input", "output", "cache_read", "cache_write", "reasoning", "agent_cost_usd", "duration_ms",
             "tool", "tool_status", "error_type", "http_status", "detail")
 GIT_COLUMNS = ("repo", "branch", "worktree")  # schema 5; a store of 1..3 is copied by ``_COLUMNS``, then these added
+_ADDED = GIT_COLUMNS + DETAIL_COLUMNS  # columns an older store gets by ALTER TABLE
 # NULL is bound as '' and turned back by NULLIF (no label is '', no number is text): Python's sqlite3 binds a
 # None through an adapter lookup that raises and clears two AttributeErrors, 180 ns each, where a str is
 # bound at once; a row has a dozen.
 _NOT_NULL = {"event_id", "name", "time_ns", "day", "agent", "input", "output", "cache_read", "cache_write", "reasoning"}
-_INSERT = (f"INSERT OR IGNORE INTO events(k,{','.join(_COLUMNS + GIT_COLUMNS)}) VALUES(?,"
-           + ",".join("?" if c in _NOT_NULL else "NULLIF(?, '')" for c in _COLUMNS + GIT_COLUMNS) + ")")
-_KEY_BIAS = 1 << 63
-_KEY_MASK = (1 << 64) - 1
+_INSERT = (f"INSERT OR IGNORE INTO events(k,{','.join(_COLUMNS + _ADDED)}) VALUES(?,"
+           + ",".join("?" if c in _NOT_NULL else "NULLIF(?, '')" for c in _COLUMNS + _ADDED) + ")")
 _SESSION_UPSERT = """
 INSERT INTO sessions(agent, session, project, model, first_ns, last_ns, status, status_ns)
 VALUES(?, ?, NULLIF(?, ''), NULLIF(?, ''), ?, ?, NULLIF(?, ''), NULLIF(?, ''))
@@ -138,123 +143,6 @@ def store_file(data_dir: Path, settings: StoreSettings | None = None) -> Path:
     if settings is not None and settings.path is not None:
         return settings.path
     return data_dir / FILE_NAME
-
-
-def utc_day(time_ns: int) -> str:
-    return _day_name(math.floor(time_ns / 1e9) // 86_400)  # the second as gmtime(time_ns / 1e9) saw it
-
-
-@functools.lru_cache(maxsize=1024)
-def _day_name(day: int) -> str:
-    return time.strftime("%Y-%m-%d", time.gmtime(day * 86_400))
-
-
-def _int(entry: dict[str, Any], key: str) -> int:
-    return _as_int(entry.get(key))
-
-
-def _as_int(value: Any) -> int:
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
-
-
-def _as_num(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def _text(entry: dict[str, Any], key: str) -> str | None:
-    value = entry.get(key)
-    return value if isinstance(value, str) and value else None
-
-
-_TEXTS = ("gen_ai.session.id", "gen_ai.turn.id", "gen_ai.agent.scope", "gen_ai.provider.name", "gen_ai.response.model",
-          "gen_ai.request.model", "gen_ai.tool.name", "tool.result.status", "error.type", "error.message")
-_INTS = ("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens", "gen_ai.usage.cache_read.input_tokens",
-         "gen_ai.usage.cache_creation.input_tokens", "gen_ai.usage.reasoning_tokens")
-
-
-def event_row(entry: dict[str, Any]) -> tuple[Any, ...]:
-    """The store's row for one entry as it is bound (its key first, ``''`` for NULL): numbers and labels only, never
-    content text (``detail`` holds an error message only when content capture kept ``error.message`` in the
-    entry). Labels are non-empty strings, token counts ints (0 when absent or not a number), cost and
-    latency floats, the HTTP status an int."""
-    get = entry.get
-    time_ns = int(entry["time_unix_nano"])
-    session, turn, scope, provider, response_model, request_model, tool, tool_status, error_type, detail = [
-        v if isinstance(v, str) and v else "" for v in map(get, _TEXTS)]
-    tokens = [0 if v is None else v if type(v) is int else _as_int(v) for v in map(get, _INTS)]
-    cost, duration, http_status = get("gen_ai.usage.cost_usd"), get("duration_ms"), get("http.response.status_code")
-    event_id = entry["event.id"]
-    return (event_key(event_id), event_id, entry["event.name"], time_ns, utc_day(time_ns), entry["gen_ai.agent.type"],
-            session, turn, scope, provider, response_model or request_model, *tokens, _bound_num(cost),
-            _bound_num(duration), tool, tool_status, error_type, http_status if isinstance(http_status, int) else "",
-            detail, *git_labels(entry))
-
-
-def git_labels(entry: dict[str, Any]) -> tuple[str, str, str]:
-    """The entry's repository (its remote URL in one form, ``collector.util.git_url``, else its name), branch and
-    working tree, ``''`` where absent. A URL the agent itself sent in another form is normalised too; one that is no
-    repository address gives way to the name."""
-    url, name = entry.get("vcs.repository.url.full"), entry.get("vcs.repository.name")
-    repo = _repo_form(url) if isinstance(url, str) and url else None
-    if not repo:
-        repo = name if isinstance(name, str) else ""
-    branch, worktree = entry.get("vcs.ref.head.name"), entry.get("git.worktree.path")
-    return repo, branch if isinstance(branch, str) else "", worktree if isinstance(worktree, str) else ""
-
-
-@functools.lru_cache(maxsize=1024)
-def _repo_form(url: str) -> str | None:
-    """``normalise`` (about 8 us a call) once per URL: a store's entries name a handful of repositories."""
-    return normalise(url)
-
-
-def _bound_num(value: Any) -> float | str:
-    number = None if value is None else _as_num(value)
-    return "" if number is None else number
-
-
-def event_key(event_id: Any) -> int:
-    """The unique key of an id, a signed 64-bit INTEGER: its first 16 hex digits (the ids the parsers make
-    are hashes in hex), else 8 bytes of its BLAKE2b. Equal ids give equal keys; two ids with one key are
-    told apart by ``UsageStore`` (``collided``)."""
-    text = event_id if isinstance(event_id, str) else str(event_id)
-    try:
-        value = int(text[:16], 16)
-    except ValueError:
-        value = int.from_bytes(hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big")
-    return (value & _KEY_MASK) - _KEY_BIAS
-
-
-def session_row(entry: dict[str, Any]) -> tuple[Any, ...] | None:
-    """The session's row of one entry as it is bound (``''`` for NULL), or None without a session."""
-    session = _text(entry, "gen_ai.session.id")
-    if session is None:
-        return None
-    time_ns = int(entry["time_unix_nano"])
-    status = _text(entry, "session.status") if entry["event.name"] == "session.status" else None
-    model = _text(entry, "agent.model") or _text(entry, "gen_ai.response.model") or _text(entry, "gen_ai.request.model")
-    project = _text(entry, "workspace.root") or _text(entry, "workspace.path")
-    return (entry["gen_ai.agent.type"], session, project or "", model or "", time_ns, time_ns,
-            status or "", time_ns if status else "")
-
-
-def fold_sessions(rows: Iterable[tuple[Any, ...] | None]) -> list[tuple[Any, ...]]:
-    """One row per session of a batch, folded in order by the rules of ``_SESSION_UPSERT`` (first project
-    and model, earliest first, latest last, the status with the latest time, a later one on a tie), so one
-    upsert per session gives what one per entry gave."""
-    folded: dict[tuple[str, str], tuple[Any, ...]] = {}
-    for row in rows:
-        if row is None:
-            continue
-        key = (row[0], row[1])
-        old = folded.get(key)
-        if old is None:
-            folded[key] = row
-            continue
-        newer = row[6] != "" and row[7] >= (old[7] or 0)
-        folded[key] = (key[0], key[1], old[2] or row[2], old[3] or row[3], min(old[4], row[4]), max(old[5], row[5]),
-                       row[6] if newer else old[6], row[7] if newer else old[7])
-    return list(folded.values())
 
 
 def _day_start_slot(day: str) -> int:
@@ -302,12 +190,13 @@ def _migrate(db: sqlite3.Connection) -> None:
 
 
 def _add_git_columns(db: sqlite3.Connection) -> None:
-    """A store of schema 4 (or one moved over from 1..3 by an older version): ``repo``, ``branch`` and
-    ``worktree`` are added, NULL in the rows it holds (they were stored before the attribution existed)."""
+    """A store of schema 4 or 5 (or one moved over from 1..3 by an older version): the git columns (5) and the
+    detail columns (6: subagent, call ids, argument digest, result size) it lacks are added, NULL in the rows it
+    holds (they were stored before those existed)."""
     columns = {row[1] for row in db.execute("PRAGMA table_info(events)")}
-    missing = [c for c in GIT_COLUMNS if columns and c not in columns]
+    missing = [c for c in _ADDED if columns and c not in columns]
     for column in missing:
-        db.execute(f"ALTER TABLE events ADD COLUMN {column} TEXT")
+        db.execute(f"ALTER TABLE events ADD COLUMN {column} {'INTEGER' if column == 'result_bytes' else 'TEXT'}")
 
 
 def connect(path: Path, readonly: bool = False) -> sqlite3.Connection:

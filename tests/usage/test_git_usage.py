@@ -23,7 +23,7 @@ from support.git_repos import git, make_repo
 from collector.paths import Paths
 from collector.usage.query import Filters
 from collector.usage.report import ReportRequest, build_report
-from collector.usage.store import _COLUMNS, UsageStore, connect, event_row, git_labels
+from collector.usage.store import _COLUMNS, SCHEMA_VERSION, UsageStore, connect, event_row, git_labels
 
 URL = "https://github.com/acme/shop"
 
@@ -176,7 +176,7 @@ def test_a_store_from_before_the_git_columns_keeps_its_rows(collected: tuple[Pat
                           (rows[-1][0],)).fetchall() == rows
         assert db.execute("SELECT COUNT(*) FROM events WHERE repo IS NOT NULL OR branch IS NOT NULL").fetchone() == (1,)
         assert {r[1] for r in db.execute("PRAGMA table_info(slots)")} >= {"repo", "branch", "worktree"}
-        assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("5",)
+        assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
     assert _rows(paths, "--by", "branch") == {"": (3, 207, 33), "main": (1, 5, 0)}
 
 
@@ -192,4 +192,5 @@ def test_git_labels_take_one_form_and_nothing_but_text(fields: dict[str, Any], e
     the name; values that are not text are left out (the row binds ``''`` as NULL)."""
     assert git_labels(fields) == expected
     entry = {"event.id": "x", "event.name": "llm.response", "time_unix_nano": 1, "gen_ai.agent.type": "a", **fields}
-    assert event_row(entry)[-3:] == expected
+    git_end = 1 + len(_COLUMNS) + 3  # the key, the columns of schema 4, then repo, branch, worktree
+    assert event_row(entry)[git_end - 3:git_end] == expected
