@@ -1,8 +1,8 @@
-"""The lines an OpenTelemetry JS file exporter writes (GitHub Copilot's: ``COPILOT_OTEL_FILE_EXPORTER_PATH``),
-made into the records of ``collector.sources.otlp_records`` (the same shape as the receiver's).
+"""The lines an OpenTelemetry JS file exporter writes, made into the records of
+``collector.sources.otlp_records`` (the same shape as the receiver's). Which agents write them, and the
+public sources of the format, are in docs/otlp-receiver.md and the fixture's README.
 
-Copilot's file exporters (microsoft/vscode-copilot-chat ``src/platform/otel/node/fileExporters.ts``, the
-form tokscale's Copilot reader takes for ``~/.copilot/otel/*.jsonl``) append one JSON object per line:
+Such an exporter appends one JSON object per line:
 
 * a span: ``{resource: {attributes}, instrumentationScope, traceId, spanId, parentSpanId, name, kind,
   startTime, endTime, status, attributes, events, links}``, times as ``[seconds, nanoseconds]``;
@@ -11,7 +11,8 @@ form tokscale's Copilot reader takes for ``~/.copilot/otel/*.jsonl``) append one
 * one metrics export: ``{resource, scopeMetrics: [{scope, metrics: [{descriptor: {name, description, unit},
   aggregationTemporality, dataPointType, isMonotonic, dataPoints: [{startTime, endTime, attributes, value}]}]}]}``.
 
-Attributes there are plain objects already. A line that is an OTLP/JSON export request is read as one.
+Attributes there are plain objects already; a resource is ``{attributes}`` or the SDK's ``ResourceImpl``
+fields (``_rawAttributes`` pairs). A line that is an OTLP/JSON export request is read as one.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@
   ``service_names`` are the ``service.name`` values the receiver routes to this agent.
 * ``otlp_file``: JSON lines an agent's own file exporter appends (``globs``): OTLP/JSON export requests,
   or the OpenTelemetry JS SDK's serialised spans, log records and metric exports
-  (``collector.sources.otel_js_lines``, GitHub Copilot's file exporter).
+  (``collector.sources.otel_js_lines``).
 
 A line makes several records. All but the last carry the position of the line's start, the last the
 position after it: a batch that ends inside a line commits the start, so after a crash the line is read

@@ -1,0 +1,50 @@
+"""OpenTelemetry records reach a parser only when its module names their kinds (``OTEL_KINDS``); every
+other parser, canonical included, has them counted as not parsed yet instead of guessing at them."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+
+from collector.agents import registry
+from collector.agents.common import UNREADABLE
+from collector.model.raw import RawRecord
+
+OTEL_LOG = {"signal": "logs", "resource": {"attributes": {"service.name": "x"}, "schema_url": None},
+            "scope": {"name": None, "version": None, "attributes": {}, "schema_url": None},
+            "log": {"body": "claude_code.api_request", "attributes": {"event.name": "api_request"}},
+            "received": 1796000000.0, "request": "d" * 32, "index": 0}
+
+
+def _record(agent: str, kind: str) -> RawRecord:
+    return RawRecord(agent, kind, OTEL_LOG, "fp", "0:0", 1796000000000000000, {}, True)
+
+
+@pytest.mark.parametrize("name", ["canonical", "claude_code", "codex", "copilot", "qwen_code", "gemini_cli"])
+@pytest.mark.parametrize("kind", ["otel_log", "otel_span", "otel_metric"])
+def test_a_parser_without_otel_kinds_counts_otel_records(name: str, kind: str) -> None:
+    made = registry.load_parser(name)(_record("some-agent", kind))
+    assert [(e.name, e.agent, e.attributes["reason"]) for e in made] == \
+        [(UNREADABLE, "some-agent", f"{kind} records are not parsed yet")]
+
+
+def test_a_parser_that_names_its_otel_kinds_gets_those(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = types.ModuleType("otel_parser_for_test")
+    seen: list[str] = []
+
+    def parse(record: RawRecord) -> list[object]:
+        seen.append(record.kind)
+        return []
+
+    parse.__module__ = module.__name__
+    module.parse = parse  # type: ignore[attr-defined]
+    module.OTEL_KINDS = frozenset({"otel_log"})  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    monkeypatch.setattr(registry, "parsers", lambda: types.SimpleNamespace(build=lambda _name, _config: parse))
+    parser = registry.load_parser("otel_parser_for_test")
+    assert parser(_record("a", "otel_log")) == []
+    assert parser(_record("a", "otel_span"))[0].name == UNREADABLE
+    assert parser(_record("a", "hook")) == []
+    assert seen == ["otel_log", "hook"]
