@@ -154,8 +154,9 @@ def test_boundary_field_types_match_the_schema() -> None:
     props = schema["properties"]
     strings = {k for k, v in props.items() if v.get("type") == "string" and "enum" not in v and "const" not in v}
     counts = {k for k, v in props.items() if v.get("type") == "integer" and not k.endswith("unix_nano")}
-    # ours, always strings (turn.key and workspace.root are set after the boundary check)
-    ours_strings = {"event.id", "turn.key", "workspace.root", "collector.truncated"}
+    # ours, always strings (turn.key, workspace.root and the upstream span are set after the boundary check)
+    ours_strings = {"event.id", "turn.key", "workspace.root", "collector.truncated", "upstream.trace_id",
+                    "upstream.parent_span_id"}
     assert strings - ours_strings == set(boundary.STRING_FIELDS)
     assert counts == boundary.COUNT_FIELDS
     ours = {"event.name", "collector.time_replaced"}
