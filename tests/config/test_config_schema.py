@@ -201,3 +201,20 @@ def test_background_start_reports_a_bad_config(tmp_path: Path) -> None:
     paths.config_file.write_text("[content]\ncapture = false\n")
     check = subprocess.run([str(program), "config", "check"], env=env, capture_output=True, text=True, timeout=60)
     assert check.returncode == 0 and check.stdout.startswith("config ok")
+
+
+def test_custom_attributes_and_the_trace_link_switch(tmp_path: Path) -> None:
+    from collector.config import ConfigError, defaults, load_config
+
+    assert defaults().attributes == {} and defaults().collector.upstream_trace_link is False
+    path = tmp_path / "config.toml"
+    path.write_text('[attributes]\nteam = "platform"\n"cost.centre" = "42"\n[collector]\nupstream_trace_link = true\n')
+    config = load_config(path, env={"AGENT_COLLECTOR_ATTRIBUTES__SITE": "berlin"}, known_agents=[])
+    assert config.attributes == {"team": "platform", "cost.centre": "42", "site": "berlin"}
+    assert config.collector.upstream_trace_link is True
+    for body, where in (('[attributes]\nteam = 1\n', "attributes.team: must be a string"),
+                        ('[attributes]\n"a b" = "x"\n', "attributes"),
+                        (f'[attributes]\nteam = "{"x" * 513}"\n', "attributes.team")):
+        path.write_text(body)
+        with pytest.raises(ConfigError, match=where):
+            load_config(path, env={}, known_agents=[])
