@@ -52,7 +52,7 @@ def build_signal_exporter(
     poison = quarantine_sink(quarantine or Quarantine(quarantine_dir(paths)), name)
     inner: Exporter
     if signal.signal == "logs":
-        inner = OtlpLogsExporter(name, sender, resources, poison)
+        inner = OtlpLogsExporter(name, sender, resources, poison, backend.semconv)
     elif signal.signal == "traces":
         state = KeyState(store or _store(paths), f"exporter.{name}")
         state.adopt(queue_dir / LEGACY_STATE_FILE)  # open turns an older version kept beside its queue
@@ -64,10 +64,11 @@ def build_signal_exporter(
             idle_timeout_s=backend.turn_idle_timeout_s,
             grace_s=backend.turn_grace_s,
             poison=poison,
+            names=backend.semconv,
         )
     else:
         series = KeyState(store or _store(paths), f"exporter.{name}")
-        inner = OtlpMetricsExporter(name, sender, resources, poison, series)
+        inner = OtlpMetricsExporter(name, sender, resources, poison, series, backend.semconv)
     legacy = queue_dir if any(queue_dir.glob("seg-*.jsonl")) else None
     return QueuedExporter(inner, shared.dir, options=options, poison=poison, log=shared, consumer=signal.signal,
                           legacy=legacy)

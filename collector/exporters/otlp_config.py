@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import urllib.parse
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from collector.exporters.semconv import DEFAULT, Semconv
+from collector.exporters.semconv import ENV as SEMCONV_ENV
+from collector.exporters.semconv import from_env as semconv_from_env
 from collector.paths import expand_template
 
 SIGNALS = ("logs", "traces", "metrics")
@@ -53,6 +56,7 @@ class BackendConfig:
     turn_idle_timeout_s: float = DEFAULT_IDLE_S
     turn_grace_s: float = DEFAULT_GRACE_S
     resource_attributes: dict[str, str] = field(default_factory=dict)
+    semconv: Semconv = DEFAULT  # OTEL_SEMCONV_STABILITY_OPT_IN: which GenAI names (collector.exporters.semconv)
 
 
 def parse_headers(text: str) -> dict[str, str]:
@@ -271,4 +275,5 @@ def load_otlp_config(config: Mapping[str, Any] | None, env: Mapping[str, str]) -
     names = [b.name for b in backends]
     if len(set(names)) != len(names):
         raise OtlpConfigError(f"otlp backend names must be unique: {names}")
-    return backends
+    mode = semconv_from_env(env.get(SEMCONV_ENV))
+    return [replace(b, semconv=mode) for b in backends] if mode != DEFAULT else backends

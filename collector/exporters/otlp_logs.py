@@ -18,9 +18,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import collector.exporters.otlp_wire as wire
+import collector.exporters.semconv as semconv
 from collector.exporters.base import Entry, ExportError
 from collector.exporters.otlp_common import SCOPE, PoisonSink, ResourceCache, no_sink
 from collector.exporters.otlp_send import Sender
+from collector.exporters.semconv import DEFAULT, Semconv
 from collector.exporters.trace_builder import AttrValue, attr_value
 
 log = logging.getLogger(__name__)
@@ -57,8 +59,9 @@ def reason(exc: Exception) -> str:
 class LogEncoder:
     """Entries -> the body of an ``ExportLogsServiceRequest``, attributes memoised."""
 
-    def __init__(self, resources: ResourceCache) -> None:
+    def __init__(self, resources: ResourceCache, names: Semconv = DEFAULT) -> None:
         self.resources = resources
+        self.names = names  # which GenAI convention names (collector.exporters.semconv)
         self.attrs = wire.KeyValues(6, attr_value)
 
     def record(self, entry: Entry) -> bytes:
@@ -67,7 +70,7 @@ class LogEncoder:
         observed = int(entry.get("observed_time_unix_nano") or time_ns)
         name = str(entry.get("event.name", ""))
         body = wire.ld(5, wire.any_value(name))
-        attrs = self.attrs.fields(entry, _SKIP)
+        attrs = self.attrs.fields(semconv.attributes(entry, self.names) if self.names.latest else entry, _SKIP)
         return b"".join((wire.fixed64(1, time_ns), _SEVERITY[severity_text(entry)], body, attrs,
                          wire.fixed64(11, observed), wire.string(12, name)))
 
@@ -90,10 +93,11 @@ class LogEncoder:
 
 
 class OtlpLogsExporter:
-    def __init__(self, name: str, sender: Sender, resources: ResourceCache, poison: PoisonSink = no_sink) -> None:
+    def __init__(self, name: str, sender: Sender, resources: ResourceCache, poison: PoisonSink = no_sink,
+                 names: Semconv = DEFAULT) -> None:
         self.name = name
         self.sender = sender
-        self.encoder = LogEncoder(resources)
+        self.encoder = LogEncoder(resources, names)
         self.on_poison = poison
         self.sent = 0
         self.batches = 0

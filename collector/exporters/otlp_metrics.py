@@ -10,6 +10,14 @@ Instruments (cumulative temporality):
 - ``agent_collector.sessions``, ``agent_collector.turns``, ``agent_collector.tool.calls`` (by
   ``gen_ai.tool.name`` and ``tool.result.status``) and ``agent_collector.errors`` (by ``error.type``).
 
+Those two ``gen_ai.*`` histograms are the released names (semantic-conventions v1.41.0). With
+``OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental`` (``collector.exporters.semconv``) the latest ones
+of the semantic-conventions-genai repository go instead, with ``.../dup`` both: the per-category counters
+``gen_ai.client.inference.usage.{input_tokens, output_tokens, cache_read.input_tokens, cache_write.input_tokens,
+reasoning.output_tokens}`` (by ``gen_ai.token.modality``, ``unknown``: the agents do not say), the histograms
+``gen_ai.client.inference.operation.{input,output}_tokens``, ``gen_ai.client.inference.duration`` and
+``gen_ai.execute_tool.duration``.
+
 Each series (metric + attribute set + resource) keeps its cumulative value since it was first seen (its
 start time); after each batch every series goes out in one request, so a failure raises
 :class:`ExportError`. The durable queue then retries the *same* batch; it is recognised and not recorded
@@ -42,6 +50,7 @@ from collector.exporters.base import Entry
 from collector.exporters.otlp_common import SCOPE, PoisonSink, ResourceCache, no_sink
 from collector.exporters.otlp_logs import reason
 from collector.exporters.otlp_send import Sender
+from collector.exporters.semconv import DEFAULT, Semconv
 from collector.state.checkpoints import KeyState
 
 log = logging.getLogger(__name__)
@@ -76,7 +85,28 @@ SESSIONS = Instrument("agent_collector.sessions", "{session}")
 TURNS = Instrument("agent_collector.turns", "{turn}")
 TOOL_CALLS = Instrument("agent_collector.tool.calls", "{call}")
 ERRORS = Instrument("agent_collector.errors", "{error}")
-INSTRUMENTS = {i.name: i for i in (TOKENS, DURATION, SESSIONS, TURNS, TOOL_CALLS, ERRORS)}
+INFERENCE_DURATION = Instrument("gen_ai.client.inference.duration", "s", "GenAI inference duration", DURATION_BUCKETS)
+TOOL_DURATION = Instrument("gen_ai.execute_tool.duration", "s", "Tool execution duration", DURATION_BUCKETS)
+_USAGE = "gen_ai.client.inference.usage."
+# entry field -> the latest convention's per-category counter (migration guide, "GenAI client token usage metric")
+USAGE_COUNTERS = {
+    "gen_ai.usage.input_tokens": Instrument(_USAGE + "input_tokens", "{token}", "Input tokens, cached included"),
+    "gen_ai.usage.output_tokens": Instrument(_USAGE + "output_tokens", "{token}", "Output tokens, reasoning included"),
+    "gen_ai.usage.cache_read.input_tokens": Instrument(_USAGE + "cache_read.input_tokens", "{token}",
+                                                       "Input tokens read from the cache"),
+    "gen_ai.usage.cache_creation.input_tokens": Instrument(_USAGE + "cache_write.input_tokens", "{token}",
+                                                           "Input tokens written to the cache"),
+    "gen_ai.usage.reasoning_tokens": Instrument(_USAGE + "reasoning.output_tokens", "{token}", "Reasoning tokens"),
+}
+OPERATION_TOKENS = {
+    "gen_ai.usage.input_tokens": Instrument("gen_ai.client.inference.operation.input_tokens", "{token}",
+                                            "Input tokens per inference operation", TOKEN_BUCKETS),
+    "gen_ai.usage.output_tokens": Instrument("gen_ai.client.inference.operation.output_tokens", "{token}",
+                                             "Output tokens per inference operation", TOKEN_BUCKETS),
+}
+_ALWAYS = ("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens")  # 0 when the call reported none
+INSTRUMENTS = {i.name: i for i in (TOKENS, DURATION, SESSIONS, TURNS, TOOL_CALLS, ERRORS, INFERENCE_DURATION,
+                                   TOOL_DURATION, *USAGE_COUNTERS.values(), *OPERATION_TOKENS.values())}
 
 
 @dataclass(slots=True)
@@ -116,7 +146,8 @@ def _attrs(entry: Entry, *keys: str) -> dict[str, str]:
 class Meter:
     """The series of one resource, recorded from entries."""
 
-    def __init__(self) -> None:
+    def __init__(self, names: Semconv = DEFAULT) -> None:
+        self.names = names
         self.series: dict[Instrument, dict[tuple[tuple[str, str], ...], Series]] = {}
         self.attrs = {7: wire.KeyValues(7), 9: wire.KeyValues(9)}  # a counter's point, a histogram's
         self.tokens = _Recorder(self, TOKENS)
@@ -158,6 +189,8 @@ class Meter:
         elif name == "tool.result":
             status = str(entry.get("tool.result.status") or "success")
             self.tool_calls.add(1, {**_attrs(entry, "gen_ai.tool.name"), "tool.result.status": status})
+            if self.names.latest:
+                self._tool_duration(entry, status)
         elif name == "error":
             self.errors.add(
                 1,
@@ -172,20 +205,56 @@ class Meter:
             **_attrs(entry, "gen_ai.provider.name", "gen_ai.request.model", "gen_ai.response.model"),
             "gen_ai.operation.name": "chat",
         }
-        for key, token_type in (
-            ("gen_ai.usage.input_tokens", "input"),
-            ("gen_ai.usage.output_tokens", "output"),
-        ):
-            value = entry.get(key)
-            if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
-                self.tokens.record(value, {**base, "gen_ai.token.type": token_type})
-        duration = entry.get("duration_ms")
+        if self.names.released:
+            for key, token_type in (
+                ("gen_ai.usage.input_tokens", "input"),
+                ("gen_ai.usage.output_tokens", "output"),
+            ):
+                value = _number(entry.get(key))
+                if value is not None:
+                    self.tokens.record(value, {**base, "gen_ai.token.type": token_type})
+        if self.names.latest:
+            self._usage(entry, base)
+        duration = _number(entry.get("duration_ms"))
         error = entry.get("error.type")
-        if isinstance(duration, int | float) and not isinstance(duration, bool) and duration >= 0:
+        if duration is not None:
             attrs = {**base, "error.type": str(error)} if error else base
-            self.duration.record(duration / 1000.0, attrs)
+            if self.names.released:
+                self.duration.record(duration / 1000.0, attrs)
+            if self.names.latest:
+                _Recorder(self, INFERENCE_DURATION).record(duration / 1000.0, attrs)
         if error:
             self.errors.add(1, {**_attrs(entry, "gen_ai.provider.name"), "error.type": str(error)})
+
+
+    def _usage(self, entry: Entry, base: dict[str, str]) -> None:
+        """The latest convention's token instruments: a counter per category (input and output always, 0 when the
+        call reported none; the others when the agent reports them) and the per-operation histograms."""
+        counted = {**base, "gen_ai.token.modality": "unknown"}
+        for key, counter in USAGE_COUNTERS.items():
+            value = _number(entry.get(key))
+            if value is not None or key in _ALWAYS:
+                _Recorder(self, counter).add(int(value or 0), counted)
+        for key, histogram in OPERATION_TOKENS.items():
+            value = _number(entry.get(key))
+            if value is not None:
+                _Recorder(self, histogram).record(value, base)
+
+    def _tool_duration(self, entry: Entry, status: str) -> None:
+        duration = _number(entry.get("duration_ms"))
+        if duration is None:
+            return
+        attrs = {**_attrs(entry, "gen_ai.tool.name"), "gen_ai.operation.name": "execute_tool"}
+        if status == "error":
+            attrs["error.type"] = str(entry.get("error.type") or "_OTHER")
+        _Recorder(self, TOOL_DURATION).record(duration / 1000.0, attrs)
+
+
+def _number(value: Any) -> float | None:
+    """``value`` if it is a number a metric can take (not a bool, not negative, finite), else None."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < math.inf:
+        return value
+    return None
 
 
 class _Recorder:
@@ -227,14 +296,14 @@ def meters_json(meters: dict[tuple[str, str], Meter]) -> list[dict[str, Any]]:
     ]
 
 
-def load_meters(data: Any) -> dict[tuple[str, str], Meter]:
+def load_meters(data: Any, names: Semconv = DEFAULT) -> dict[tuple[str, str], Meter]:
     """The meters saved by :func:`meters_json`; raises ValueError/TypeError/KeyError on a bad shape."""
     if not isinstance(data, list):
         raise TypeError("meters is not a list")
     meters: dict[tuple[str, str], Meter] = {}
     for item in data:
         key = (str(item["resource"][0]), str(item["resource"][1]))
-        meter = meters.setdefault(key, Meter())
+        meter = meters.setdefault(key, Meter(names))
         for name, points in dict(item["series"]).items():
             instrument = INSTRUMENTS[name]
             for saved in points:
@@ -254,8 +323,9 @@ def load_meters(data: Any) -> dict[tuple[str, str], Meter]:
 
 class OtlpMetricsExporter:
     def __init__(self, name: str, sender: Sender, resources: ResourceCache, poison: PoisonSink = no_sink,
-                 state: KeyState | None = None) -> None:
+                 state: KeyState | None = None, names: Semconv = DEFAULT) -> None:
         self.name = name
+        self.names = names
         self.sender = sender
         self.resources = resources
         self.on_poison = poison
@@ -277,7 +347,7 @@ class OtlpMetricsExporter:
             return
         self._pin_instance(data.get("instance"))
         try:
-            meters = load_meters(data.get("meters", []))
+            meters = load_meters(data.get("meters", []), self.names)
             for key in meters:
                 self.resources.encoded(key)  # raises on a resource no longer encodable
         except (KeyError, TypeError, ValueError, AttributeError, IndexError, wire.Unencodable) as exc:
@@ -317,7 +387,7 @@ class OtlpMetricsExporter:
         found = self._meters.get(key)
         if found is None:
             self.resources.encoded(key)  # may raise Unencodable: the entry is poison
-            found = self._meters[key] = Meter()
+            found = self._meters[key] = Meter(self.names)
         return found
 
     def export(self, batch: Sequence[Entry]) -> None:

@@ -21,10 +21,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import collector.exporters.otlp_wire as wire
+import collector.exporters.semconv as semconv
 from collector.exporters.base import Entry, ExportError
 from collector.exporters.otlp_common import SCOPE, PoisonSink, ResourceCache, no_sink
 from collector.exporters.otlp_logs import reason
 from collector.exporters.otlp_send import Sender
+from collector.exporters.semconv import DEFAULT, Semconv
 from collector.exporters.trace_builder import SpanData, TurnInput, build_spans
 from collector.exporters.turns import TurnAssembler
 from collector.state.checkpoints import KeyState
@@ -36,8 +38,9 @@ _FLAGS = wire.fixed32(16, 0x100)  # SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK: the p
 _REMOTE = wire.fixed32(16, 0x300)  # ... and SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK: an upstream caller's span
 
 
-def span_body(span: SpanData, attrs: wire.KeyValues, event_attrs: wire.KeyValues) -> bytes:
-    """The body of one protobuf ``Span`` (raises wire.Unencodable), as the SDK's encoder writes it."""
+def span_body(span: SpanData, attrs: wire.KeyValues, event_attrs: wire.KeyValues, names: Semconv = DEFAULT) -> bytes:
+    """The body of one protobuf ``Span`` (raises wire.Unencodable), as the SDK's encoder writes it, its GenAI
+    attributes under the convention ``names`` (``collector.exporters.semconv``)."""
     parts = [wire.ld(1, span.trace_id.to_bytes(16, "big")), wire.ld(2, span.span_id.to_bytes(8, "big"))]
     if span.parent_id is not None:
         parts.append(wire.ld(4, span.parent_id.to_bytes(8, "big")))
@@ -45,7 +48,7 @@ def span_body(span: SpanData, attrs: wire.KeyValues, event_attrs: wire.KeyValues
     parts.append(wire.tag(6, 0) + wire.varint(_KINDS.get(span.kind, 1)))
     parts.append(wire.fixed64(7, span.start_ns))
     parts.append(wire.fixed64(8, span.end_ns))
-    parts.append(attrs.fields(span.attributes))
+    parts.append(attrs.fields(_attributes(span, names)))
     for event in span.events:
         parts.append(wire.ld(11, wire.fixed64(1, event.time_ns) + wire.string(2, event.name)
                              + event_attrs.fields(event.attributes)))
@@ -54,6 +57,14 @@ def span_body(span: SpanData, attrs: wire.KeyValues, event_attrs: wire.KeyValues
     parts.append(wire.ld(15, message + (wire.tag(3, 0) + wire.varint(code) if code else b"")))
     parts.append(_REMOTE if span.parent_remote else _FLAGS)
     return b"".join(parts)
+
+
+def _attributes(span: SpanData, names: Semconv) -> dict[str, Any]:
+    if not names.latest:
+        return span.attributes
+    if span.kind == "INTERNAL" and span.attributes.get("gen_ai.operation.name") == "invoke_agent":
+        return semconv.agent_span_attributes(span.attributes, names)
+    return semconv.attributes(span.attributes, names)
 
 
 class OtlpTracesExporter:
@@ -66,8 +77,10 @@ class OtlpTracesExporter:
         idle_timeout_s: float = 300.0,
         grace_s: float = 3.0,
         poison: PoisonSink = no_sink,
+        names: Semconv = DEFAULT,
     ) -> None:
         self.name = name
+        self.names = names
         self.sender = sender
         self.resources = resources
         self.on_poison = poison
@@ -222,7 +235,7 @@ class OtlpTracesExporter:
             for span in spans:
                 try:
                     self.resources.encoded(key)
-                    encoded = span_body(span, self.attrs, self.event_attrs)
+                    encoded = span_body(span, self.attrs, self.event_attrs, self.names)
                 except (wire.Unencodable, TypeError, ValueError, OverflowError) as exc:
                     poison.append(({"otlp.span.id": f"{span.span_id:016x}", "otlp.span.name": span.name},
                                    f"OTLP traces: {reason(exc)}"))
