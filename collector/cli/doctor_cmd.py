@@ -10,6 +10,7 @@ from typing import Any
 
 from collector.cli.common import add_home, add_json, paths_from, print_json
 from collector.doctor.agents import check_agents, summary
+from collector.doctor.budgets import check_budget
 from collector.doctor.model import Finding, Level
 from collector.doctor.system import (
     check_backlog,
@@ -54,6 +55,7 @@ def run_checks(paths: Paths) -> list[Finding]:
     findings += [Finding("agent definitions", Level.ERROR, str(p), "fix or remove that file") for p in loaded.problems]
     findings += check_agents(loaded.agents, paths, pid is not None)
     findings += [check_disk(paths), check_backlog(status), check_clock(_newest_event(paths, config))]
+    findings.append(check_budget(status))
     return findings
 
 

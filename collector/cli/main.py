@@ -24,6 +24,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "doctor_cmd": ("doctor",), "dashboard_cmd": ("dashboard",), "service_cmd": ("service",),
     "quarantine_cmd": ("quarantine",), "attributes_cmd": ("attributes",),
     "import_cmd": ("import",),
+    "statusline_cmd": ("statusline",),
 }
 
 

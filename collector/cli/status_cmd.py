@@ -154,6 +154,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         print("records read with their values below depth 64 left out: "
               + ", ".join(f"{a}={n}" for a, n in sorted(cut.items())))
     print_external(status.get("external_agents"))
+    _print_budget(status.get("budget"))
     exporters = status.get("exporters", {})
     if exporters:
         print()
@@ -198,6 +199,20 @@ def _print_service(svc: dict[str, Any]) -> None:
     print(f"service: NOT RUNNING{mode}; `agent-collector service start` starts it")
     for line in svc.get("reason", []):
         print(f"    {line}")
+
+
+def _print_budget(budget: Any) -> None:
+    """The limits at warn or over (docs/budgets.md); nothing when none is configured."""
+    if not isinstance(budget, dict) or not budget.get("limits"):
+        return
+    marks = []
+    for c in budget.get("crossed") or []:
+        if isinstance(c, dict):
+            over = c.get("level") == "over"
+            marks.append(f"{'OVER' if over else 'warn'} {c.get('name')} {float(c.get('fraction') or 0):.0%}"
+                         + (" (hard: prompts refused)" if over and c.get("hard") else ""))
+    marks_text = ", ".join(marks)
+    print(f"budget: {budget['limits']} limits" + (f"; {marks_text}" if marks else ", none reached"))
 
 
 def _print_watchdog(watchdog: dict[str, Any]) -> None:
