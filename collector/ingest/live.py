@@ -31,7 +31,8 @@ log = logging.getLogger(__name__)
 def ingest_config(config: Config, paths: Paths) -> IngestConfig:
     """The user's secret (made now if missing) and port (configured, or chosen per user and kept)."""
     return IngestConfig(token=ensure_token(paths), port=ingest_port(paths, config.ingest.port),
-                        max_body_bytes=config.ingest.max_body_bytes, otlp_max_bytes=config.ingest.otlp_max_bytes)
+                        max_body_bytes=config.ingest.max_body_bytes, otlp_max_bytes=config.ingest.otlp_max_bytes,
+                        spool_max_line=config.collector.max_line_bytes)
 
 
 def live_snapshot(snapshot: dict[str, Any], tracker: SessionStatusTracker | None) -> dict[str, Any]:
@@ -67,8 +68,8 @@ class IngestPart:
 
     async def start(self) -> None:
         relay = SpoolRelay(self._writer)
-        otlp = None if self._service_agents is None else OtlpRoute(relay, self._service_agents,
-                                                                   self.config.otlp_max_bytes)
+        otlp = None if self._service_agents is None else OtlpRoute(
+            relay, self._service_agents, self.config.otlp_max_bytes, self.config.spool_max_line)
         self._body_routes = [] if otlp is None else [otlp]
 
         async def submit(agent: str, body: bytes, received: float) -> None:

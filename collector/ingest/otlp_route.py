@@ -38,6 +38,7 @@ from collector.ingest.otlp_decode import (
 from collector.ingest.relay import RelayFull, SpoolRelay, SpoolWriteFailed
 from collector.ingest.wire import Request, Response
 from collector.sources.otlp_files import SPOOL_FOLDER
+from collector.sources.spool_writer import SpoolWriter
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,7 @@ class OtlpRoute:
     relay: SpoolRelay
     service_agents: Callable[[], Mapping[str, str]]
     max_body_bytes: int
+    max_line: int  # the spool source's line cap (collector.max_line_bytes): a longer line would be skipped
     requests: Counter[str] = field(default_factory=Counter)  # "<signal>_<status>"
     records: Counter[str] = field(default_factory=Counter)  # agent -> records spooled
     unknown_services: Counter[str] = field(default_factory=Counter)  # service.name -> records skipped
@@ -71,8 +73,10 @@ class OtlpRoute:
         encoding: Encoding | None = None
         try:
             encoding = Encoding.of(request.headers.get("content-type"))
-            export = decode_request(signal, encoding, request.headers.get("content-encoding"), body,
-                                    self.max_body_bytes)
+            # a worker thread: about 30 us a record, so a request at the cap would hold the loop (and the
+            # hooks posted meanwhile) for seconds
+            export = await asyncio.to_thread(decode_request, signal, encoding,
+                                             request.headers.get("content-encoding"), body, self.max_body_bytes)
             by_agent, skipped, unknown = self._route(signal, export)
             await self._spool(signal, hashlib.sha256(body).hexdigest()[:32], by_agent, received)
         except OtlpRefused as refused:
@@ -109,13 +113,17 @@ class OtlpRoute:
         """Every agent's line durable before the answer (a failure answers 503, and the client retries)."""
         if not by_agent:
             return
-        durable = []
         try:
-            for agent, resources in by_agent.items():
-                payload = {"digest": digest, "export": {RESOURCES[signal]: resources}}
-                durable.append(self.relay.submit(agent, signal, payload, received, folder=spool_folder(agent)))
+            lines = {agent: SpoolWriter.line(agent, signal, {"digest": digest, "export": {RESOURCES[signal]: part}},
+                                             received) for agent, part in by_agent.items()}
         except orjson.JSONEncodeError as exc:
             raise OtlpRefused(400, f"the request cannot be stored ({exc})") from None
+        longest = max(len(line) for line in lines.values())
+        if longest > self.max_line:
+            raise OtlpRefused(413, f"the request is {longest} bytes as OTLP/JSON, over the spool's line cap of "
+                                   f"{self.max_line} (collector.max_line_bytes): send smaller batches")
+        try:
+            durable = [self.relay.submit_line(spool_folder(agent), line) for agent, line in lines.items()]
         except RelayFull:
             raise OtlpRefused(503, "the spool writer is behind; retry later") from None
         try:

@@ -101,12 +101,15 @@ class SpoolRelay:
         :class:`SpoolWriteFailed`). Raises ``orjson.JSONEncodeError`` for a payload that cannot be stored
         and :class:`RelayFull` when the writer is too far behind. ``folder``: the spool folder when it is
         not the agent's (the OTLP receiver's ``otlp/<agent>``). Call from the event loop."""
-        line = SpoolWriter.line(agent, event, payload, received)
+        return self.submit_line(folder or agent, SpoolWriter.line(agent, event, payload, received))
+
+    def submit_line(self, folder: str, line: bytes) -> asyncio.Future[None]:
+        """Queue a line made already (:meth:`SpoolWriter.line`) for the spool folder ``folder``."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
         self._ensure_writer()
         try:
-            self._queue.put_nowait(_Pending(folder or agent, line, future, loop))
+            self._queue.put_nowait(_Pending(folder, line, future, loop))
         except queue.Full:
             raise RelayFull("the spool writer is behind") from None
         return future

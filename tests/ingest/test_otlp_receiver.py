@@ -16,18 +16,10 @@ from typing import Any
 
 import orjson
 import pytest
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
-    ExportLogsServiceRequest,
-    ExportLogsServiceResponse,
-)
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
-from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeLogs
-from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
+from support.otlp_requests import SPAN_ID, TRACE_ID, logs_request
 from support.robust import Daemon
 from support.waits import wait_for
-
-TRACE_ID = "5b8efff798038103d269b633813fc60c"
-SPAN_ID = "eee19b7ec3c1b174"
 
 
 @pytest.fixture(scope="module")
@@ -57,24 +49,6 @@ def _post(daemon: Daemon, path: str, body: bytes, headers: dict[str, str] | None
         return response.status, response.getheader("Content-Type") or "", response.read()
     finally:
         connection.close()
-
-
-def _kv(key: str, value: str | int) -> KeyValue:
-    any_value = AnyValue(int_value=value) if isinstance(value, int) else AnyValue(string_value=value)
-    return KeyValue(key=key, value=any_value)
-
-
-def _logs_request(service: str, events: int, marker: str = "m") -> bytes:
-    records = [LogRecord(time_unix_nano=1_796_000_000_000_000_000 + n,
-                         body=AnyValue(string_value="claude_code.api_request"),
-                         attributes=[_kv("event.name", "api_request"), _kv("output_tokens", 100 + n),
-                                     _kv("marker", marker)],
-                         trace_id=bytes.fromhex(TRACE_ID), span_id=bytes.fromhex(SPAN_ID))
-               for n in range(events)]
-    request = ExportLogsServiceRequest(resource_logs=[ResourceLogs(
-        resource=Resource(attributes=[_kv("service.name", service)]),
-        scope_logs=[ScopeLogs(log_records=records)])])
-    return request.SerializeToString()
 
 
 def _json_logs(service: str) -> bytes:
@@ -141,10 +115,10 @@ def test_the_sdk_exporters_deliver_logs_traces_and_metrics_in_protobuf(daemon: D
 def test_json_and_chunked_protobuf_are_accepted_and_answered_in_kind(daemon: Daemon) -> None:
     status, media, body = _post(daemon, "/v1/logs", _json_logs("qwen-code"), {"Content-Type": "application/json"})
     assert (status, media, orjson.loads(body)) == (200, "application/json", {})
-    status, media, body = _post(daemon, "/v1/logs", _logs_request("qwen-code", 3), chunked=True)
+    status, media, body = _post(daemon, "/v1/logs", logs_request("qwen-code", 3), chunked=True)
     assert (status, media) == (200, "application/x-protobuf")
     assert ExportLogsServiceResponse.FromString(body).HasField("partial_success") is False
-    gz = gzip.compress(_logs_request("qwen-code", 2))
+    gz = gzip.compress(logs_request("qwen-code", 2))
     assert _post(daemon, "/v1/logs", gz, {"Content-Encoding": "gzip"})[0] == 200
     lines = _spooled(daemon, "qwen-code")
     assert len(lines) == 3
@@ -155,7 +129,7 @@ def test_json_and_chunked_protobuf_are_accepted_and_answered_in_kind(daemon: Dae
 
 
 def test_an_unknown_service_is_counted_and_named_in_partial_success(daemon: Daemon) -> None:
-    status, _, body = _post(daemon, "/v1/logs", _logs_request("some-other-tool", 4))
+    status, _, body = _post(daemon, "/v1/logs", logs_request("some-other-tool", 4))
     assert status == 200
     partial = ExportLogsServiceResponse.FromString(body).partial_success
     assert partial.rejected_log_records == 4
@@ -165,7 +139,7 @@ def test_an_unknown_service_is_counted_and_named_in_partial_success(daemon: Daem
 
 
 def test_no_token_or_a_browser_is_refused(daemon: Daemon) -> None:
-    body = _logs_request("claude-code", 1)
+    body = logs_request("claude-code", 1)
     assert _post(daemon, "/v1/logs", body, token=False)[0] == 401
     assert _post(daemon, "/v1/logs", body, {"Origin": "https://evil.example"})[0] == 403
     assert _post(daemon, "/v1/traces", body, {"Sec-Fetch-Mode": "no-cors"})[0] == 403
@@ -177,8 +151,8 @@ def test_hostile_bodies_get_the_otlp_status_and_the_daemon_lives(daemon: Daemon)
     assert status == 400 and media == "application/x-protobuf" and body  # a google.rpc.Status
     assert _post(daemon, "/v1/logs", b'{"resourceLogs": [', {"Content-Type": "application/json"})[0] == 400
     assert _post(daemon, "/v1/logs", b'{"resourceLogs": [1, 2]}', {"Content-Type": "application/json"})[0] == 400
-    assert _post(daemon, "/v1/logs", _logs_request("claude-code", 1), {"Content-Type": "text/plain"})[0] == 415
-    assert _post(daemon, "/v1/logs", _logs_request("claude-code", 1), {"Content-Encoding": "br"})[0] == 415
+    assert _post(daemon, "/v1/logs", logs_request("claude-code", 1), {"Content-Type": "text/plain"})[0] == 415
+    assert _post(daemon, "/v1/logs", logs_request("claude-code", 1), {"Content-Encoding": "br"})[0] == 415
     bomb = gzip.compress(b"\x00" * (64 * 1024 * 1024))  # 64 MiB of zeros in about 64 KiB
     assert len(bomb) < 200_000
     assert _post(daemon, "/v1/logs", bomb, {"Content-Encoding": "gzip"})[0] == 413
@@ -188,7 +162,7 @@ def test_hostile_bodies_get_the_otlp_status_and_the_daemon_lives(daemon: Daemon)
     assert _post(daemon, "/v1/logs", _nested(300), {"Content-Type": "application/json"})[0] == 400  # too deep
     assert daemon.get("/v1/status")["otlp"]["requests"]["logs_413"] >= 1
     assert len(_spooled(daemon, "claude-code")) == before
-    assert _post(daemon, "/v1/logs", _logs_request("claude-code", 1))[0] == 200  # still serving
+    assert _post(daemon, "/v1/logs", logs_request("claude-code", 1))[0] == 200  # still serving
     assert daemon.proc is not None and daemon.proc.poll() is None
 
 
@@ -222,7 +196,7 @@ def test_kill_9_after_the_200_loses_nothing(tmp_path: Path) -> None:
     """Every request answered 200 is in the spool when the daemon is killed at once; the restarted daemon
     reads it all (the telemetry stream's committed position reaches the end of the spool file)."""
     daemon = Daemon(tmp_path).start()
-    bodies = [_logs_request("codex_exec", 5, marker=f"r{n}") for n in range(30)]
+    bodies = [logs_request("codex_exec", 5, marker=f"r{n}") for n in range(30)]
     for body in bodies:
         assert _post(daemon, "/v1/logs", body)[0] == 200
     assert daemon.proc is not None
