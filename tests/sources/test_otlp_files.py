@@ -93,7 +93,7 @@ def test_copilot_file_exporter_lines_become_the_same_records(tmp_path: Path) -> 
                                          "otel_span"]
     span = records[0].data
     assert span["resource"]["attributes"]["service.name"] == "github-copilot"
-    assert span["scope"]["name"] == "copilot-chat"
+    assert (span["scope"]["name"], span["scope"]["version"]) == ("github.copilot", "1.0.40")
     assert span["span"]["start_time_unix_nano"] == 1775934260133000000
     assert span["span"]["end_time_unix_nano"] == 1775934264967317833
     assert (span["span"]["kind"], span["span"]["parent_span_id"]) == (3, "invoke-1")  # JS CLIENT (2) is OTLP's 3
