@@ -45,8 +45,9 @@ def dominant(rows: Sequence[Row], limits: Thresholds) -> list[dict[str, Any]]:
 
 def repeated(rows: Sequence[Row], limits: Thresholds) -> list[dict[str, Any]]:
     calls: dict[tuple[str, str, str, str, str], list[Row]] = {}
-    for row in rows:
-        if row.name == "tool.call" and row.args_digest:
+    called = {r.call_id for r in rows if r.name == "tool.call" and r.call_id}
+    for row in rows:  # a call, or the result of a call the agent kept no call entry of
+        if row.args_digest and (row.name == "tool.call" or row.name == "tool.result" and row.call_id not in called):
             calls.setdefault((*row.stream, row.tool, row.args_digest), []).append(row)
     found = []
     for (agent, session, agent_id, tool, digest), same in sorted(calls.items()):

@@ -74,11 +74,16 @@ def event_row(entry: dict[str, Any]) -> tuple[Any, ...]:
 def detail_labels(entry: dict[str, Any]) -> tuple[Any, ...]:
     """Schema 6: the subagent an entry belongs to (``gen_ai.agent.id`` of a ``subagent`` scope), its tool call id,
     the parent tool call of a subagent, the digest of a tool's arguments and the size of its result in bytes
-    (``''`` where absent)."""
+    (``''`` where absent; the last two only for tool entries)."""
     get = entry.get
-    agent_id = get("gen_ai.agent.id") if get("gen_ai.agent.scope") == "subagent" else None
-    call_id, parent = get("gen_ai.tool.call.id"), get("gen_ai.subagent.parent_tool_call.id")
-    return (_label(agent_id), _label(call_id), _label(parent), _digest(entry), _result_bytes(entry))
+    agent_id = _label(get("gen_ai.agent.id")) if get("gen_ai.agent.scope") == "subagent" else ""
+    call_id, parent = _label(get("gen_ai.tool.call.id")), _label(get("gen_ai.subagent.parent_tool_call.id"))
+    if get("event.name") not in _TOOL_EVENTS:
+        return agent_id, call_id, parent, "", ""
+    return agent_id, call_id, parent, _digest(entry), _result_bytes(entry)
+
+
+_TOOL_EVENTS = frozenset(("tool.call", "tool.result"))
 
 
 def _label(value: Any) -> str:
@@ -90,7 +95,7 @@ def _digest(entry: dict[str, Any]) -> str:
     if isinstance(digest, str) and digest:
         return digest
     arguments = entry.get("gen_ai.tool.call.arguments")
-    if arguments is None or entry.get("event.name") not in ("tool.call", "tool.result"):
+    if arguments is None:
         return ""
     try:
         return hashlib.blake2b(content_bytes(arguments), digest_size=16).hexdigest()

@@ -1,14 +1,14 @@
 """The local usage store: every entry's numbers in one SQLite database under the data directory.
 
-One row per entry (``events``, a rowid table appended in arrival order, unique by its id) with its
-time, UTC day, agent, session, model, tokens, tool outcome, error class and git attribution (the
-repository's normalised remote URL or name, the branch, the working tree's path: the pipeline's
-``vcs.*``/``git.worktree.path`` fields, ``collector.pipeline.git_attributes``), one row per session
-(``sessions``) with its project (the workspace path), model and last status, the models seen (``models``,
-for the price lookup) and the rollup the reports read (``slots``, see ``collector.usage.rollup``). Random
-ids land on random pages, so the id's key is kept apart (below); one index (name, time) serves the
-dashboard. No prompt, completion or tool text is kept; an error's message only when content capture put
-it in the entry.
+One row per entry (``events``, a rowid table appended in arrival order, unique by its id) with its time, UTC
+day, agent, session, model, tokens, tool outcome, error class and git attribution (the repository's normalised
+remote URL or name, the branch, the working tree's path: the pipeline's ``vcs.*``/``git.worktree.path``
+fields, ``collector.pipeline.git_attributes``) and, for the detail reports, its subagent, tool call ids, the
+digest of a tool's arguments and the size of its result (``collector.usage.rows``); one row per session
+(``sessions``) with its project (the workspace path), model and last status, the models seen (``models``, for
+the price lookup) and the rollup the reports read (``slots``, see ``collector.usage.rollup``). Random ids land
+on random pages, so the id's key is kept apart (below); one index (name, time) serves the dashboard. No
+prompt, completion or tool text is kept; an error's message only when content capture put it in the entry.
 
 Exactly once, like the JSONL file: a row is inserted only when its id's key is not held yet, committed
 (WAL, ``synchronous=FULL``) inside ``export`` and so before the checkpoint that covers the batch; a batch

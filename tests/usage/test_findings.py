@@ -115,3 +115,10 @@ def test_a_store_of_schema_5_gets_the_detail_columns(tmp_path: Path) -> None:
         assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
         assert db.execute("SELECT args_digest, result_bytes FROM events ORDER BY id").fetchall() == [
             (None, None), (None, None), ("d1", None), ("d1", 400)]
+
+
+def test_results_without_their_calls_still_show_a_repeat(tmp_path: Path) -> None:
+    """An agent that records only the result of a tool call: the results' digests count."""
+    results = [row for n in (10, 20) for row in _tool(n, "Read", "d1") if row["event.name"] == "tool.result"]
+    repeats = [f for f in _findings(_store(tmp_path, results)) if f["kind"] == "repeated_read"]
+    assert [(f["tool"], f["evidence"]["calls"]) for f in repeats] == [("Read", 2)]
