@@ -78,7 +78,7 @@ class IngestConfig:
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
     max_body_bytes: int = 1024 * 1024
-    otlp_max_bytes: int = 8 * 1024 * 1024  # an OTLP request, on the wire and once decompressed
+    otlp_max_bytes: int = 4 * 1024 * 1024  # an OTLP request, on the wire and once decompressed
     spool_max_line: int = 16 * 1024 * 1024  # what the spool sources read (collector.max_line_bytes)
     max_header_bytes: int = 16 * 1024
     header_timeout_s: float = 5.0
