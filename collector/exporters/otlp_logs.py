@@ -122,7 +122,7 @@ class OtlpLogsExporter:
 
     def stats(self) -> dict[str, Any]:
         return {"signal": "logs", "endpoint": self.sender.endpoint, "sent": self.sent, "requests": self.batches,
-                "unencodable": self.poison}
+                "unencodable": self.poison, "semconv": self.encoder.names.name}
 
 
 __all__ = ["OtlpLogsExporter", "LogEncoder", "ExportError"]

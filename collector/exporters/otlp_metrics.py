@@ -431,4 +431,5 @@ class OtlpMetricsExporter:
             "requests": self.requests,
             "unencodable": self.poison,
             "restored_series": self.restored_series,
+            "semconv": self.names.name,
         }

@@ -204,6 +204,7 @@ class OtlpTracesExporter:
             "late_entries": self.turns.late_entries,
             "duplicate_entries": self.turns.duplicates,
             "rejected_spans": self.rejected_spans,
+            "semconv": self.names.name,
         }
 
     # -- internals -----------------------------------------------------------------------------------------

@@ -77,6 +77,7 @@ def _export(entries: list[dict[str, Any]], receiver: OtlpReceiver, tmp: Path, va
         exporter.export(entries)
     for exporter in exporters:
         assert isinstance(exporter, QueuedExporter) and exporter.flush(20), exporter.stats()
+        assert exporter.stats()["inner"]["semconv"] == from_env(value).name  # what `status` shows
         exporter.shutdown()
 
 
