@@ -71,13 +71,13 @@ def _read_json(path: Any) -> Any:
 
 def chained(state_dir: Path, agent: str, raw: bytes) -> str:
     """The first line of the status line the user had before ``install``, run with the same stdin."""
-    import subprocess
-
     saved = _read_json(state_dir / "statusline.json")
     previous = saved.get(agent, {}).get("previous") if isinstance(saved, dict) else None
     command = previous.get("command") if isinstance(previous, dict) else None
     if not isinstance(command, str) or not command.strip():
         return ""
+    import subprocess  # only for a chained status line: its import costs more than the rest of the line
+
     try:
         done = subprocess.run(command, shell=True, input=raw, capture_output=True,  # noqa: S602 - the user's own
                               timeout=CHAIN_TIMEOUT_S, check=False)

@@ -86,6 +86,9 @@ class BudgetWatch:
         except (sqlite3.Error, OSError) as exc:
             log.info("budget check skipped: %s", exc)
             return []
+        except Exception:  # noqa: BLE001 - a check that fails must not stop the daemon's delivery
+            log.exception("budget check failed")
+            return []
         self._write_spend(now, summary)
         self._keep_refusals(now)
         fresh = deliver(self._entries(now), result)
