@@ -13,6 +13,15 @@ import { appendFileSync, mkdirSync } from "node:fs";
 
 const AGENT = @@AGENT_ID@@;
 const SPOOL_DIR = (process.env.AGENT_COLLECTOR_SPOOL_DIR || @@SPOOL_DIR@@) + "/" + AGENT;
+// The run's context from this process's environment, as the hook script copies it (the top of
+// hooks/agent-collector-hook.sh): the attributes (AGENT_COLLECTOR_ATTRIBUTES, else LoongSuite Pilot's
+// LOONGSUITE_PILOT_SPAN_ATTRIBUTES) and the caller's TRACEPARENT, false when too long; the daemon checks
+// them (collector/pipeline/invocation.py).
+const CONTEXT = {};
+const ATTRIBUTES = process.env.AGENT_COLLECTOR_ATTRIBUTES || process.env.LOONGSUITE_PILOT_SPAN_ATTRIBUTES;
+if (ATTRIBUTES) CONTEXT.attributes = ATTRIBUTES.length <= 1024 ? ATTRIBUTES : false;
+const TRACEPARENT = process.env.TRACEPARENT;
+if (TRACEPARENT) CONTEXT.traceparent = TRACEPARENT.length <= 128 ? TRACEPARENT : false;
 const BUS_EVENTS = new Set([
   "session.created", "session.updated", "session.idle", "session.status", "session.error", "session.deleted",
   "message.updated", "message.part.updated", "permission.asked", "permission.updated", "permission.replied",
@@ -28,7 +37,8 @@ const questionCalls = new Map();
 
 function line(event, payload, now) {
   try {
-    return JSON.stringify({ ts: now / 1000, agent: AGENT, event, payload: payload === undefined ? null : payload });
+    const body = payload === undefined ? null : payload;
+    return JSON.stringify({ ts: now / 1000, agent: AGENT, event, ...CONTEXT, payload: body });
   } catch (err) {
     return JSON.stringify({ ts: now / 1000, agent: AGENT, event, payload: null, payload_error: String(err) });
   }

@@ -15,12 +15,21 @@ import { appendFileSync, mkdirSync } from "node:fs";
 
 const AGENT = @@AGENT_ID@@;
 const SPOOL_DIR = (process.env.AGENT_COLLECTOR_SPOOL_DIR || @@SPOOL_DIR@@) + "/" + AGENT;
+// The run's context from this process's environment, as the hook script copies it (the top of
+// hooks/agent-collector-hook.sh): the attributes (AGENT_COLLECTOR_ATTRIBUTES, else LoongSuite Pilot's
+// LOONGSUITE_PILOT_SPAN_ATTRIBUTES) and the caller's TRACEPARENT, false when too long; the daemon checks
+// them (collector/pipeline/invocation.py).
+const CONTEXT = {};
+const ATTRIBUTES = process.env.AGENT_COLLECTOR_ATTRIBUTES || process.env.LOONGSUITE_PILOT_SPAN_ATTRIBUTES;
+if (ATTRIBUTES) CONTEXT.attributes = ATTRIBUTES.length <= 1024 ? ATTRIBUTES : false;
+const TRACEPARENT = process.env.TRACEPARENT;
+if (TRACEPARENT) CONTEXT.traceparent = TRACEPARENT.length <= 128 ? TRACEPARENT : false;
 
 let dirReady = false;
 
 function line(event, payload, now) {
   try {
-    return JSON.stringify({ ts: now / 1000, agent: AGENT, event, payload });
+    return JSON.stringify({ ts: now / 1000, agent: AGENT, event, ...CONTEXT, payload });
   } catch (err) {
     return JSON.stringify({ ts: now / 1000, agent: AGENT, event, payload: null, payload_error: String(err) });
   }
