@@ -33,7 +33,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "calls, tool failures and cost, from the local usage store. Cost comes from the bundled "
                     "genai-prices table (offline); models it does not know are shown as unpriced. repo, branch "
                     "and worktree group by the git repository (its normalised remote URL), branch and working "
-                    "tree the session's directory was in when each entry was collected; (none) is outside git.")
+                    "tree the session's directory was in when each entry was collected; (none) is outside git. "
+                    "The detail reports: tools (per tool: calls, failures, time, result size and the estimated "
+                    "context tokens its results cost the later model calls), session ID (one session turn by turn, "
+                    "subagents rolled up into the turn that started them), models --compare (tokens, cost, cache "
+                    "hit rate, tool failure rate, turns per task by model) and findings (a tool whose output "
+                    "dominates the context, repeated reads, retry loops, each with evidence and a suggestion).")
     parser.add_argument("kind", nargs="?", choices=KINDS + DETAIL_KINDS,
                         help="how to group (or --by); tools, findings, models --compare and session ID: the detail "
                              "reports (docs/reports.md)")

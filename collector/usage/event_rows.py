@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from collector.usage.prices import PriceTable
-from collector.usage.query import Filters, has_git_columns, models_present
+from collector.usage.query import Filters, escape_like, has_git_columns, models_present
 
 BYTES_PER_TOKEN = 4  # the estimate of a tool result's tokens: its size in bytes / 4, rounded up (docs/reports.md)
 NAMES = ("llm.response", "tool.call", "tool.result", "error", "user.prompt", "subagent.start")
@@ -57,8 +57,9 @@ def _has_detail_columns(db: sqlite3.Connection) -> bool:
 
 
 def load(db: sqlite3.Connection, filters: Filters, session: str | None = None) -> list[Row]:
-    """The entries the detail reports read, oldest first (a store the daemon has not opened since schema 6 has no
-    detail columns: they read as empty)."""
+    """The entries the detail reports read, oldest first, by the filters of every report (time, agents, project,
+    repository, branch); a store the daemon has not opened since schema 6 has no detail columns: they read as
+    empty."""
     detail = ("COALESCE(e.agent_id, ''), COALESCE(e.call_id, ''), COALESCE(e.parent_call, ''), "
               "COALESCE(e.args_digest, ''), e.result_bytes") if _has_detail_columns(db) else "'', '', '', '', NULL"
     clauses, params = [f"e.name IN ({','.join('?' * len(NAMES))})"], list[object](NAMES)
@@ -71,9 +72,16 @@ def load(db: sqlite3.Connection, filters: Filters, session: str | None = None) -
     if filters.agents:
         clauses.append(f"e.agent IN ({','.join('?' * len(filters.agents))})")
         params.extend(filters.agents)
-    if filters.repo and has_git_columns(db):
-        clauses.append("(e.repo = ? OR e.repo LIKE ?)")
-        params.extend([filters.repo, f"%/{filters.repo}"])
+    git = has_git_columns(db)
+    if filters.project:
+        clauses.append("(s.project = ? OR s.project LIKE ? ESCAPE '\\')")
+        params.extend([filters.project, f"%/{escape_like(filters.project)}"])
+    if filters.repo:
+        clauses.append("(e.repo = ? OR e.repo LIKE ? ESCAPE '\\')" if git else "0")
+        params.extend([filters.repo, f"%/{escape_like(filters.repo)}"] if git else [])
+    if filters.branch:
+        clauses.append("e.branch = ?" if git else "0")
+        params.extend([filters.branch] if git else [])
     if session is not None:
         clauses.append("e.session = ?")
         params.append(session)

@@ -147,17 +147,17 @@ def _where(filters: Filters, rolled: bool = False, git: bool = True) -> tuple[st
         params.extend(filters.agents)
     if filters.project:
         clauses.append("(s.project = ? OR s.project LIKE ? ESCAPE '\\')")
-        params.extend([filters.project, f"%/{_escaped(filters.project)}"])
+        params.extend([filters.project, f"%/{escape_like(filters.project)}"])
     if filters.repo:
         clauses.append(f"({t}.repo = ? OR {t}.repo LIKE ? ESCAPE '\\')" if git else "0")
-        params.extend([filters.repo, f"%/{_escaped(filters.repo)}"] if git else [])
+        params.extend([filters.repo, f"%/{escape_like(filters.repo)}"] if git else [])
     if filters.branch:
         clauses.append(f"{t}.branch = ?" if git else "0")
         params.extend([filters.branch] if git else [])
     return " AND ".join(clauses), params
 
 
-def _escaped(text: str) -> str:
+def escape_like(text: str) -> str:
     """``text`` for a LIKE pattern with ESCAPE '\\': its wildcards match only themselves."""
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 

@@ -122,3 +122,22 @@ def test_results_without_their_calls_still_show_a_repeat(tmp_path: Path) -> None
     results = [row for n in (10, 20) for row in _tool(n, "Read", "d1") if row["event.name"] == "tool.result"]
     repeats = [f for f in _findings(_store(tmp_path, results)) if f["kind"] == "repeated_read"]
     assert [(f["tool"], f["evidence"]["calls"]) for f in repeats] == [("Read", 2)]
+
+
+def test_the_detail_reports_take_the_report_filters(tmp_path: Path) -> None:
+    shop = {"workspace.root": "/src/shop_app", "vcs.repository.name": "shop", "vcs.ref.head.name": "main"}
+    other = {"gen_ai.agent.type": "codex", "gen_ai.session.id": "s2", "workspace.root": "/src/blog"}
+    entries = [*_tool(10, "Read", "d1", **shop), *_tool(20, "Bash", "d2", **other), *_tool(30, "Grep", "d3", **shop)]
+    entries[-1]["time_unix_nano"] = entries[-2]["time_unix_nano"] = T0 + 86_400 * 10**9  # a day later
+    path = _store(tmp_path, entries)
+
+    def tools(**filters: Any) -> list[str]:
+        with closing(connect(path, readonly=True)) as db:
+            return sorted(r["tool"] for r in build_tools(db, Filters(**filters))["rows"])
+
+    assert tools() == ["Bash", "Grep", "Read"]
+    assert tools(agents=("codex",)) == ["Bash"]
+    assert tools(project="shop_app") == ["Grep", "Read"] == tools(repo="shop") == tools(branch="main")
+    assert tools(project="shop%") == [], "a LIKE wildcard matches only itself"
+    assert tools(since_ns=T0 + 3600 * 10**9) == ["Grep"]
+    assert tools(until_ns=T0 + 3600 * 10**9) == ["Bash", "Read"]
