@@ -18,6 +18,7 @@ from collector.util.git_url import normalise
 
 _KEY_BIAS = 1 << 63
 _KEY_MASK = (1 << 64) - 1
+_INT64 = 1 << 63
 DETAIL_COLUMNS = ("agent_id", "call_id", "parent_call", "args_digest", "result_bytes")  # schema 6
 
 
@@ -105,7 +106,7 @@ def _digest(entry: dict[str, Any]) -> str:
 
 def _result_bytes(entry: dict[str, Any]) -> int | str:
     length = entry.get("gen_ai.tool.call.result.length")
-    if type(length) is int and length >= 0:
+    if type(length) is int and 0 <= length < _INT64:  # SQLite's INTEGER: a larger number is no size
         return length
     result = entry.get("gen_ai.tool.call.result")
     if result is None or entry.get("event.name") != "tool.result":

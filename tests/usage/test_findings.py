@@ -141,3 +141,10 @@ def test_the_detail_reports_take_the_report_filters(tmp_path: Path) -> None:
     assert tools(project="shop%") == [], "a LIKE wildcard matches only itself"
     assert tools(since_ns=T0 + 3600 * 10**9) == ["Grep"]
     assert tools(until_ns=T0 + 3600 * 10**9) == ["Bash", "Read"]
+
+
+def test_a_result_size_sqlite_cannot_hold_is_no_size(tmp_path: Path) -> None:
+    rows = _tool(10, "Read", "d1", size=1 << 63)
+    path = _store(tmp_path, rows)
+    with closing(sqlite3.connect(path)) as db:
+        assert db.execute("SELECT COUNT(*), MAX(result_bytes) FROM events").fetchone() == (2, None)
