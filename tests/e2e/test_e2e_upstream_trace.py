@@ -82,21 +82,23 @@ def test_without_the_switch_the_traceparent_changes_nothing(
     assert "AGENT_COLLECTOR_ATTRIBUTES" in status and "gen_ai.agent.type" in status, "the refused key is counted"
 
 
-def test_opencodes_plugin_carries_the_context_too(
-    e2e_agents_bin: Path, agent_home: AgentHome, fake_llm: FakeLLMServer, receiver: OtlpReceiver
+@pytest.mark.parametrize("agent", ["opencode", "pi"])
+def test_a_plugin_carries_the_context_too(
+    e2e_agents_bin: Path, agent_home: AgentHome, fake_llm: FakeLLMServer, receiver: OtlpReceiver, agent: str
 ) -> None:
-    """Real OpenCode 1.18.33: no command hooks; the spool plugin (integrations/opencode/agent-collector.js)
-    reads the same variables in the OpenCode process, and every entry carries the run's attributes, here
-    under LoongSuite Pilot's variable name, as a launcher written for Pilot sets it."""
+    """Real OpenCode 1.18.33 and pi 0.73.1: no command hooks; the spool plugin
+    (integrations/opencode/agent-collector.js) and pi's extension (integrations/pi/agent-collector.ts) read
+    the same variables in the agent's process, and every entry carries the run's attributes, here under
+    LoongSuite Pilot's variable name, as a launcher written for Pilot sets it."""
     trace_id, parent_id = secrets.token_hex(16), secrets.token_hex(8)
     configure(agent_home, receiver.endpoint, link=True)
     caller = {**NO_NPM_RETRY, "TRACEPARENT": f"00-{trace_id}-{parent_id}-01",
               "LOONGSUITE_PILOT_SPAN_ATTRIBUTES": "multica.task=t-7"}
-    entries = run_collected("opencode", agent_home, fake_llm, "tool_then_answer", extra_env=caller)
+    entries = run_collected(agent, agent_home, fake_llm, "tool_then_answer", extra_env=caller)
     assert "hook" in {e.get("source.kind") for e in entries}  # the plugin's lines (the store's copies are dropped)
     assert all(e.get("multica.task") == "t-7" for e in entries), [e["event.name"] for e in entries
                                                                    if e.get("multica.task") != "t-7"]
     spans = receiver.spans()
-    roots = [s for s in spans if s["name"] == "invoke_agent opencode"]
+    roots = [s for s in spans if s["name"] == f"invoke_agent {agent}"]
     assert roots and {r["parent_id"] for r in roots} == {parent_id}
     assert {s["trace_id"] for s in spans} == {trace_id}
