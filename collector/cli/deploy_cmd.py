@@ -37,6 +37,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "and hook stays; our entries are marked so uninstall removes only them. Agents disabled "
                     "with `agents disable` are skipped.")
     _common(install)
+    install.add_argument("--statusline", action="store_true",
+                         help="also set the agent's status line to `agent-collector statusline` (Claude Code's "
+                              "statusLine; one you had is kept and shown first; `uninstall` restores it)")
     install.set_defaults(func=cmd_install)
     uninstall = subparsers.add_parser(
         "uninstall", help="remove our hooks/plugins from the agents (all of them by default)",
@@ -131,7 +134,22 @@ def cmd_install(args: argparse.Namespace) -> int:
         if not args.dry_run:
             notes += [s for s in integration_state(defn, paths) if s.state in _NOTABLE]
     _report(changes, args.json, notes)
+    if args.statusline:
+        _statuslines(paths, [d.id for d in chosen if "statusline" in d.raw], True, args)
     return 1 if any(c.failed for c in changes) or skipped_explicit else 0
+
+
+def _statuslines(paths: Paths, agents: list[str], install: bool, args: argparse.Namespace) -> None:
+    """``install --statusline`` and ``uninstall``: the status-line setting (docs/budgets.md)."""
+    from collector.deploy.statusline_setting import change
+
+    for agent in agents:
+        try:
+            lines = change(paths, agent, install, args.dry_run)
+        except ValueError as exc:
+            lines = [f"{agent}: status line not changed: {exc}"]
+        if not args.json:
+            print("\n".join(f"{agent}: {text}" for text in lines))
 
 
 def cmd_uninstall(args: argparse.Namespace) -> int:
@@ -148,6 +166,9 @@ def cmd_uninstall(args: argparse.Namespace) -> int:
     changes: list[Change] = list(panel)
     for agent in targets:
         changes += uninstall_agent(agents.get(agent, agent), paths, dry_run=args.dry_run)
+    from collector.deploy.statusline_setting import installed
+
+    _statuslines(paths, sorted(installed(paths) & set(targets) & set(agents)), False, args)
     if not args.agent and not args.dry_run:
         consent.withdraw(paths)  # everything taken out: the daemon deploys nothing by itself any more
     _report(changes, args.json, [])

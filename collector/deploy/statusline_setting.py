@@ -64,6 +64,11 @@ def _saved(paths: Paths) -> dict[str, Any]:
     return saved if isinstance(saved, dict) else {}
 
 
+def installed(paths: Paths) -> set[str]:
+    """The agents whose status line ``install`` set (and ``uninstall`` has not undone)."""
+    return set(_saved(paths))
+
+
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 

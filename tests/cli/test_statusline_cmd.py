@@ -86,3 +86,16 @@ def test_json_output_and_a_home_with_no_daemon_yet(tmp_path: Path) -> None:
     got = json.loads(done.stdout)
     assert (got["session_usd"], got["today_usd"], got["budget"], got["model"]) == (0.4213, 3.1, "OVER daily 104%",
                                                                                   "Sonnet 4.5")
+
+
+def test_install_statusline_and_uninstall_with_the_agent(tmp_path: Path) -> None:
+    (tmp_path / ".claude").mkdir()
+    settings = tmp_path / ".claude" / "settings.json"
+    settings.write_bytes(SETTINGS)
+    write_spend(tmp_path)
+    done = agent_collector(tmp_path, "install", "--agent", "claude-code", "--statusline")
+    assert done.returncode == 0 and "claude-code: set statusLine in" in done.stdout, done.stdout + done.stderr
+    assert run_setting(tmp_path).startswith("my line  $0.42 session")
+    done = agent_collector(tmp_path, "uninstall", "--agent", "claude-code")
+    assert done.returncode == 0 and "claude-code: restored statusLine in" in done.stdout, done.stdout + done.stderr
+    assert settings.read_bytes() == SETTINGS
