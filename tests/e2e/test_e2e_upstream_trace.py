@@ -82,14 +82,15 @@ def test_without_the_switch_the_traceparent_changes_nothing(
     assert "AGENT_COLLECTOR_ATTRIBUTES" in status and "gen_ai.agent.type" in status, "the refused key is counted"
 
 
-@pytest.mark.parametrize("agent", ["opencode", "pi"])
+@pytest.mark.parametrize("agent", ["opencode", "pi", "claude-code"])
 def test_a_plugin_carries_the_context_too(
     e2e_agents_bin: Path, agent_home: AgentHome, fake_llm: FakeLLMServer, receiver: OtlpReceiver, agent: str
 ) -> None:
-    """Real OpenCode 1.18.33 and pi 0.73.1: no command hooks; the spool plugin
-    (integrations/opencode/agent-collector.js) and pi's extension (integrations/pi/agent-collector.ts) read
-    the same variables in the agent's process, and every entry carries the run's attributes, here under
-    LoongSuite Pilot's variable name, as a launcher written for Pilot sets it."""
+    """Real OpenCode 1.18.33, pi 0.73.1 and Claude Code 2.1.332 with their default integrations: OpenCode's
+    spool plugin (integrations/opencode/agent-collector.js) and pi's extension
+    (integrations/pi/agent-collector.ts) read the same variables in the agent's process, Claude Code's
+    drop-in plugin runs the hook script; every entry carries the run's attributes, here under LoongSuite
+    Pilot's variable name, as a launcher written for Pilot sets it."""
     trace_id, parent_id = secrets.token_hex(16), secrets.token_hex(8)
     configure(agent_home, receiver.endpoint, link=True)
     caller = {**NO_NPM_RETRY, "TRACEPARENT": f"00-{trace_id}-{parent_id}-01",
