@@ -12,7 +12,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from support import make_paths, read_output
+from support import assert_schema_valid, make_paths, read_output
 from support.budget import call
 
 from collector.config import load_config
@@ -66,6 +66,7 @@ def test_a_crossed_budget_makes_one_entry_a_status_mark_and_a_refusal_while_runn
         service.shutdown()
     assert not refusal.exists(), "a daemon that stopped refuses nothing"
     made = [e for e in read_output(service.output_dir) if e["event.name"] == "budget.threshold"]
+    assert_schema_valid(made)
     assert [(e["budget.name"], e["budget.level"], e["budget.spent"], e["budget.hard"]) for e in made] == [
         ("daily", "over", 2.0, True)]
     spend = json.loads((service.paths.state_dir / "spend.json").read_text())
