@@ -324,6 +324,8 @@ def _describe(error: jsonschema.ValidationError) -> tuple[list[Any], str]:
     if error.validator == "type":
         kind = error.validator_value
         return where, f"must be {'an' if str(kind)[:1] in 'aeiou' else 'a'} {kind}, not {error.instance!r}"
+    if error.validator in ("oneOf", "not") and isinstance(error.schema.get("x-message"), str):
+        return where, error.schema["x-message"]  # the schema's own words for a rule that spans keys
     return where, error.message
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -21,16 +22,17 @@ def test_defaults_and_a_limit(tmp_path: Path) -> None:
     assert got["limits"] == [{"name": "daily", "usd": 5.0, "hard": True, "period": "day"}]
 
 
-@pytest.mark.parametrize("text", [
-    '[[budget.limits]]\nname = "x"\n',                                  # neither usd nor tokens
-    '[[budget.limits]]\nname = "x"\nusd = 1\ntokens = 5\n',             # both
-    '[[budget.limits]]\nname = "x"\nusd = -1\n',
-    '[[budget.limits]]\nname = "x"\nusd = 1\nperiod = "year"\n',
-    '[[budget.limits]]\nname = "x"\nusd = 1\nhard = true\nproject = "shop"\n',  # hard only for a whole agent
-    '[[budget.limits]]\nname = "x"\nusd = 1\nhard = true\nperiod = "session"\n',
-    '[budget]\nwebhook = "ftp://example.com"\n',
-    '[budget]\nwarn_at = 0\n',
+@pytest.mark.parametrize(("text", "says"), [
+    ('[[budget.limits]]\nname = "x"\n', "budget.limits.0: needs either usd or tokens"),
+    ('[[budget.limits]]\nname = "x"\nusd = 1\ntokens = 5\n', "budget.limits.0: needs either usd or tokens"),
+    ('[[budget.limits]]\nname = "x"\nusd = -1\n', "budget.limits.0.usd"),
+    ('[[budget.limits]]\nname = "x"\nusd = 1\nperiod = "year"\n', "budget.limits.0.period"),
+    ('[[budget.limits]]\nname = "x"\nusd = 1\nhard = true\nproject = "shop"\n',
+     "hard = true is only for a limit of a whole agent"),
+    ('[[budget.limits]]\nname = "x"\nusd = 1\nhard = true\nperiod = "session"\n', "budget.limits.0.period"),
+    ('[budget]\nwebhook = "ftp://example.com"\n', "budget.webhook"),
+    ('[budget]\nwarn_at = 0\n', "budget.warn_at"),
 ])
-def test_bad_limits_are_refused_with_the_key(tmp_path: Path, text: str) -> None:
-    with pytest.raises(ConfigError, match="budget"):
+def test_bad_limits_are_refused_with_the_key(tmp_path: Path, text: str, says: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(says)):
         load(tmp_path, text)
