@@ -18,9 +18,8 @@ from dataclasses import field as dc_field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from collector.model.entry import CONTENT_FIELDS
+from collector.util.content_bytes import content_bytes
 
 KEY_FILE = "content.key"
 KEY_BYTES = 32
@@ -32,13 +31,6 @@ _OPAD = bytes(b ^ 0x5C for b in range(256))
 
 class ContentKeyError(Exception):
     pass
-
-
-def content_bytes(value: Any) -> bytes:
-    """The bytes a content value is measured and digested as: UTF-8 for text, sorted JSON otherwise."""
-    if isinstance(value, str):
-        return value.encode("utf-8", "surrogatepass")
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from collector.pipeline.content_policy import content_bytes
+from collector.util.content_bytes import content_bytes
 from collector.util.git_url import normalise
 
 _KEY_BIAS = 1 << 63
