@@ -27,14 +27,16 @@ import orjson
 
 from collector.dashboard.auth import LOGIN_HEADER, SESSION_HEADER, DashboardSessions, redeem_code
 from collector.dashboard.data import usage_view
+from collector.dashboard.sessions import BadQuery, WorkViews
 from collector.ingest.secret import read_token, token_matches
 from collector.ingest.server import HttpError, Request, Response
 from collector.paths import Paths
 
 PREFIX = "/dashboard"
 USAGE = "/v1/usage"
+WORK = (USAGE + "/sessions", USAGE + "/timeline", USAGE + "/activity")  # collector.dashboard.sessions
 SESSION = PREFIX + "/session"
-ASSETS = ("index.html", "app.js", "app.css")
+ASSETS = ("index.html", "app.js", "work.js", "app.css")
 SECURITY = (
     ("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
                                 "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"),
@@ -63,9 +65,10 @@ class DashboardRoute:
         self.snapshot = snapshot
         self.capture = capture
         self.local_zone = local_zone
+        self.work = WorkViews(store, capture, own_prices)
 
     def owns(self, path: str) -> bool:
-        return path in (USAGE, PREFIX) or path.startswith(PREFIX + "/")
+        return path in (USAGE, PREFIX, *WORK) or path.startswith(PREFIX + "/")
 
     def check(self, request: Request, port: int) -> None:
         wanted = ("POST",) if request.path == SESSION else ("GET", "HEAD")
@@ -87,6 +90,8 @@ class DashboardRoute:
         path = request.path
         if path == USAGE:
             return self._usage(request)
+        if path in WORK:
+            return self._work(request)
         if path == SESSION:
             return self._session(request)
         name = path[len(PREFIX) + 1:] or "index.html" if path != PREFIX else "index.html"
@@ -119,6 +124,24 @@ class DashboardRoute:
         tz, name = self._zone(request)
         view = usage_view(self.store, self.snapshot(), tz, name, days, self.capture, time.time(),
                           self.own_prices, repo=_label(request, "repo"), branch=_label(request, "branch"))
+        return Response(200, orjson.dumps(view), "application/json", SECURITY)
+
+    def _work(self, request: Request) -> Response:
+        """The sessions list, a session's timeline or the activity (``collector.dashboard.sessions``)."""
+        if not self._authorized(request):
+            raise HttpError(401, "log in first: open the link `agent-collector dashboard` prints")
+        tz, _ = self._zone(request)
+        try:
+            if request.path == WORK[0]:
+                view: dict[str, Any] | None = self.work.sessions(request.query, tz, self.snapshot())
+            elif request.path == WORK[1]:
+                view = self.work.timeline(request.query, tz)
+            else:
+                view = self.work.activity(request.query, tz, self.snapshot())
+        except BadQuery as err:
+            raise HttpError(400, str(err)) from None
+        if view is None:
+            raise HttpError(404, "no such session in the usage store")
         return Response(200, orjson.dumps(view), "application/json", SECURITY)
 
     def _zone(self, request: Request) -> tuple[tzinfo, str]:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import collector.usage.rollup as rollup
+import collector.usage.session_rollup as session_rollup
 from collector.usage.rows import DETAIL_COLUMNS, event_key, event_row, fold_sessions, git_labels, session_row, utc_day
 from collector.util.private import create_private, private_dir
 
@@ -236,6 +237,7 @@ class UsageStore:
                 self._db.execute("INSERT OR IGNORE INTO models SELECT DISTINCT model, COALESCE(provider, '') "
                                  "FROM events WHERE model IS NOT NULL")
             rollup.ensure(self._db)
+            session_rollup.ensure(self._db)
         except BaseException:
             self._db.close()
             raise
@@ -279,6 +281,7 @@ class UsageStore:
             added = db.total_changes - before
             db.executemany("INSERT OR IGNORE INTO collided(event_id) VALUES(?)", [(i,) for i in collided])
             rollup.add_since(db, last)
+            session_rollup.add_since(db, last)
             db.executemany(_SESSION_UPSERT, sessions)
             db.executemany("INSERT OR IGNORE INTO models(model, provider) VALUES(?, ?)", models)
             upto = self._merge_keys() if merge else self._upto
@@ -357,6 +360,7 @@ class UsageStore:
                        (day,))
             gone = db.execute("DELETE FROM events WHERE day < ?", (day,)).rowcount
             db.execute("DELETE FROM slots WHERE slot < ?", (_day_start_slot(day),))
+            session_rollup.prune(db, cutoff_ns)
             db.execute("DELETE FROM sessions WHERE last_ns < ?", (cutoff_ns,))
             if self._collided:
                 db.execute("DELETE FROM collided WHERE event_id NOT IN (SELECT event_id FROM events WHERE k IS NULL)")
