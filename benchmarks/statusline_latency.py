@@ -30,6 +30,7 @@ from support.budget import call  # noqa: E402
 
 from collector.config import load_config  # noqa: E402
 from collector.daemon.budget_watch import BudgetWatch  # noqa: E402
+from collector.deploy.statusline_setting import our_setting  # noqa: E402
 from collector.paths import Paths  # noqa: E402
 from collector.usage.statusline import line  # noqa: E402
 from collector.usage.store import UsageStore  # noqa: E402
@@ -75,8 +76,7 @@ def main() -> int:
             print(f"error: the cache does not hold the store's day: {spend}", file=sys.stderr)
             return 1
         cmds = {
-            "statusline (what install writes)": shlex.join([sys.executable, "-m", "collector.cli.statusline_cmd",
-                                                            "--state-dir", str(paths.state_dir)]),
+            "statusline (what install writes)": our_setting(paths, "claude-code", {})["command"],
             "python -c pass": shlex.join([sys.executable, "-c", "pass"]),
             "sh -c true": "true",
         }

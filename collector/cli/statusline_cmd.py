@@ -74,7 +74,12 @@ def chained(state_dir: Path, agent: str, raw: bytes) -> str:
     saved = _read_json(state_dir / "statusline.json")
     previous = saved.get(agent, {}).get("previous") if isinstance(saved, dict) else None
     command = previous.get("command") if isinstance(previous, dict) else None
-    if not isinstance(command, str) or not command.strip():
+    return run_previous(command, raw) if isinstance(command, str) else ""
+
+
+def run_previous(command: str, raw: bytes) -> str:
+    """The first line a status-line command the user had prints for ``raw`` on its stdin ("" on failure)."""
+    if not command.strip():
         return ""
     import subprocess  # only for a chained status line: its import costs more than the rest of the line
 

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import collector
 from collector.definitions import load_definitions
 from collector.deploy.fsutil import read_or_none, write_atomic
 from collector.deploy.json_edit import parse_json, set_dotted
@@ -21,12 +22,17 @@ from collector.deploy.model import DeployError
 from collector.paths import Paths
 from collector.util.atomic import atomic_write
 
-MODULE = "collector.cli.statusline_cmd"  # in every command we write: how we recognise ours
+MODULE = "collector.cli.statusline"  # in every command we write (and in older ones): how we recognise ours
+# the command: no site start-up, this package's folder first on the path (collector.cli.statusline_show)
+BOOT = ("import sys; sys.path.insert(0, sys.argv.pop(1)); from collector.cli.statusline_show import main; "
+        "sys.exit(main())")
 SAVED = "statusline.json"
 
 
 def our_setting(paths: Paths, agent: str, spec: dict[str, Any]) -> dict[str, Any]:
-    command = shlex.join([sys.executable, "-m", MODULE, "--state-dir", str(paths.state_dir), "--agent", agent])
+    root = str(Path(collector.__file__).resolve().parent.parent)
+    command = shlex.join([sys.executable, "-S", "-c", BOOT, root, "--state-dir", str(paths.state_dir),
+                          "--agent", agent])
     return {"type": "command", "command": command, "padding": 0, "refreshInterval": spec.get("refresh_interval", 5)}
 
 
