@@ -60,3 +60,27 @@ def refuse_reason(port: int, tables: tuple[Path, ...] = TABLES) -> str | None:
         return None
     return (f"127.0.0.1:{port} is held by another user (uid {owner.uid}), not by your daemon: nothing was sent "
             f"to it; `agent-collector status` shows the port your daemon listens on")
+
+
+ESTABLISHED = "01"
+
+
+def peer_uid(peer_port: int, server_port: int, tables: tuple[Path, ...] = TABLES) -> int | None:
+    """The uid owning the client socket of a loopback connection to our ``server_port`` from
+    ``peer_port`` (its row: local ``127.0.0.1:peer_port``, remote ``:server_port``, established); None:
+    not found or the tables cannot be read. The OTLP receiver takes an agent's telemetry without the
+    token from a client of our own user (docs/otlp-receiver.md, "Who may post")."""
+    local, remote = f"{peer_port:04X}", f"{server_port:04X}"
+    for table in tables:
+        try:
+            lines = table.read_text(errors="replace").splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) < 8 or fields[3] != ESTABLISHED:
+                continue
+            if fields[1].rpartition(":")[2] == local and fields[2].rpartition(":")[2] == remote \
+                    and fields[7].isdigit():
+                return int(fields[7])
+    return None

@@ -35,6 +35,7 @@ import hmac
 import inspect
 import ipaddress
 import logging
+import os
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
@@ -43,6 +44,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from collector.ingest.owner import peer_uid
 from collector.ingest.wire import (  # noqa: F401 - the wire's names, as they were imported from here
     HttpError,
     Request,
@@ -261,7 +263,7 @@ class IngestServer:
         self._unproven.pop(writer, None)
         try:
             request = parse_head(head)
-            self._check(request)
+            self._check(request, writer)
             return await self._route(request, reader, writer)
         except HttpError as err:
             self._counts[f"rejected_{err.status}"] += 1
@@ -271,7 +273,7 @@ class IngestServer:
     def _extra(self, path: str) -> Route | None:
         return next((r for r in self._routes if r.owns(path)), None)
 
-    def _check(self, request: Request) -> None:
+    def _check(self, request: Request, writer: asyncio.StreamWriter | None = None) -> None:
         headers = request.headers
         host = headers.get("host")
         if host is None or not self._host_ok(host):
@@ -284,8 +286,22 @@ class IngestServer:
         if browser:
             raise HttpError(403, f"browser requests are refused ({', '.join(sorted(browser))})")
         given = headers.get(TOKEN_HEADER.lower(), "").strip().encode("latin-1")
-        if not hmac.compare_digest(self._token, given):
+        if not hmac.compare_digest(self._token, given) and not self._own_user_posts(request, writer):
             raise HttpError(401, f"missing or wrong {TOKEN_HEADER} (the secret is in <state dir>/ingest.token)")
+
+    def _own_user_posts(self, request: Request, writer: asyncio.StreamWriter | None) -> bool:
+        """A body route's request (the OTLP receiver) without the token is taken from a loopback client
+        socket that our own user owns (``/proc/net/tcp``): an agent's telemetry settings then need no
+        secret (docs/otlp-receiver.md, "Who may post"). Anything else, or an unknown owner, needs the token."""
+        if writer is None or not any(r.owns(request.path) for r in self._body_routes):
+            return False
+        peer = writer.get_extra_info("peername")
+        if not isinstance(peer, tuple) or len(peer) < 2 or not isinstance(peer[1], int):
+            return False
+        if peer_uid(peer[1], self.port) != os.getuid():
+            return False
+        self._counts["otlp_same_user"] += 1
+        return True
 
     def _host_ok(self, host: str) -> bool:
         known = self._hosts.get(host)

@@ -7,9 +7,11 @@ import gzip
 import hashlib
 import http.client
 import os
+import shutil
 import signal
 import socket
 import sqlite3
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -138,9 +140,36 @@ def test_an_unknown_service_is_counted_and_named_in_partial_success(daemon: Daem
     assert not (daemon.data / "spool" / "otlp" / "some-other-tool").exists()
 
 
-def test_no_token_or_a_browser_is_refused(daemon: Daemon) -> None:
+OTHER_USER_POST = r"""
+import http.client, sys
+c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=20)
+c.request("POST", "/v1/logs", body=sys.stdin.buffer.read(), headers={"Content-Type": "application/x-protobuf"})
+print(c.getresponse().status)
+"""
+
+
+def test_without_the_token_only_our_own_user_may_post_telemetry(daemon: Daemon) -> None:
+    """The agents' telemetry settings hold no secret: a client socket our uid owns posts OTLP without
+    the token; another user's gets 401, and the hooks' route still needs the token from everyone."""
     body = logs_request("claude-code", 1)
-    assert _post(daemon, "/v1/logs", body, token=False)[0] == 401
+    before = len(_spooled(daemon, "claude-code"))
+    assert _post(daemon, "/v1/logs", body, token=False)[0] == 200
+    assert len(_spooled(daemon, "claude-code")) == before + 1
+    hook = http.client.HTTPConnection("127.0.0.1", daemon.port, timeout=20)
+    hook.request("POST", "/v1/hooks/claude-code", body=b"{}", headers={"Content-Type": "application/json"})
+    assert hook.getresponse().status == 401
+    hook.close()
+    if os.getuid() != 0:
+        pytest.skip("another uid needs root")
+    python = shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin") or "/usr/bin/python3"  # nobody may run it
+    other = subprocess.run([python, "-c", OTHER_USER_POST, str(daemon.port)], input=body,
+                           capture_output=True, user=65534, cwd="/", timeout=60, check=True)
+    assert other.stdout.strip() == b"401"
+    assert len(_spooled(daemon, "claude-code")) == before + 1
+
+
+def test_a_browser_is_refused(daemon: Daemon) -> None:
+    body = logs_request("claude-code", 1)
     assert _post(daemon, "/v1/logs", body, {"Origin": "https://evil.example"})[0] == 403
     assert _post(daemon, "/v1/traces", body, {"Sec-Fetch-Mode": "no-cors"})[0] == 403
 
