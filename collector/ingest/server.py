@@ -390,7 +390,8 @@ class IngestServer:
     def _view(self, path: str) -> dict[str, Any]:
         snapshot = self._snapshot()
         if path == "/v1/sessions":
-            return {"sessions": snapshot.get("sessions", []), "generated_unix": time.time()}
+            return {"sessions": snapshot.get("sessions", []), "budget": snapshot.get("budget", {}),
+                    "generated_unix": time.time()}
         return {**snapshot, "ingest": self.stats()}
 
     async def _hook(self, request: Request, agent: str, reader: asyncio.StreamReader,

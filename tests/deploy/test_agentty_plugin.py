@@ -86,7 +86,8 @@ class FakeDaemon(ThreadedIngest):
 
     def __init__(self) -> None:
         self.sessions: list[dict[str, Any]] = []
-        super().__init__(snapshot=lambda: {"sessions": list(self.sessions)})
+        self.snapshot_extra: dict[str, Any] = {}
+        super().__init__(snapshot=lambda: {"sessions": list(self.sessions), **self.snapshot_extra})
 
 
 def write_marker(plugin_dir: Path, daemon: FakeDaemon) -> None:
@@ -415,3 +416,28 @@ def test_install_copies_the_plugin_only_when_agentty_is_present(tmp_path: Path) 
     assert install_agentty(paths, 4400).action is Action.CONFLICT
     assert uninstall_agentty(paths).action is Action.CONFLICT
     assert "someone else" in (target / "agentty-plugin.json").read_text()
+
+
+def test_a_budget_over_marks_the_badge_and_notifies_once(host: FakeHost, daemon: FakeDaemon) -> None:
+    """The daemon's /v1/sessions carries its budgets' state ([budget] in config): at warn the badge shows
+    ``$``, over ``$!`` (after the count of waiting sessions) and one notification names the budget."""
+    budget: dict[str, Any] = {"limits": 1, "crossed": []}
+    daemon.snapshot_extra = {"budget": budget}
+    daemon.sessions = [session("a1", "waiting_for_input")]
+    host.request("initialize", {"apiVersion": 1, "agentty": {"version": "1.0.0"},
+                                "plugin": {"id": "agent-collector"}, "language": "en", "context": {}})
+    host.expect(lambda m: m.get("method") == "ui/setBadge" and m["params"]["text"] == "1")
+    budget["crossed"] = [{"name": "daily", "level": "warn"}]
+    host.notify("ui/event", {"element": "refresh", "event": "click", "context": {}})
+    host.expect(lambda m: m.get("method") == "ui/setBadge" and m["params"]["text"] == "1 $")
+    budget["crossed"] = [{"name": "daily", "level": "over"}]
+    host.notify("ui/event", {"element": "refresh", "event": "click", "context": {}})
+    note = host.expect(method("ui/notify"))
+    assert note["params"]["message"] == "budget daily is over" and note["params"]["kind"] == "warning"
+    host.expect(lambda m: m.get("method") == "ui/setBadge" and m["params"]["text"] == "1 $!")
+    host.notify("ui/event", {"element": "refresh", "event": "click", "context": {}})
+    host.notify("ui/event", {"element": "refresh", "event": "click", "context": {}})
+    marker = host.request("tools/call", {})  # answered after the two refreshes were handled
+    host.expect(lambda m: m.get("id") == marker and "error" in m)
+    notes = [m for _, m in host.messages if m.get("method") == "ui/notify" and "budget" in m["params"]["message"]]
+    assert len(notes) == 1

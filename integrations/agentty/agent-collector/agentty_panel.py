@@ -176,6 +176,7 @@ class Daemon:
         self.url = url
         self.token = token
         self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via a proxy
+        self.budgets: dict[str, str] = {}  # the budgets at warn or over in the last answer
 
     def sessions(self) -> tuple[list[dict[str, Any]] | None, str | None]:
         """The sessions, or None and why not."""
@@ -195,6 +196,7 @@ class Daemon:
         sessions = data.get("sessions") if isinstance(data, dict) else None
         if not isinstance(sessions, list):
             return None, "unexpected answer from the daemon"
+        self.budgets = crossed_budgets(data.get("budget"))
         return [s for s in sessions if isinstance(s, dict)], None
 
 
@@ -267,11 +269,25 @@ def build_tree(sessions: list[dict[str, Any]] | None, error: str | None, url: st
     return {"type": "column", "gap": "small", "children": children}
 
 
-def badge_text(sessions: list[dict[str, Any]] | None) -> str:
+def crossed_budgets(budget: Any) -> dict[str, str]:
+    """The daemon's budgets at ``warn`` or ``over`` ([budget] in its config): name -> level."""
+    crossed = budget.get("crossed") if isinstance(budget, dict) else None
+    out: dict[str, str] = {}
+    for item in crossed if isinstance(crossed, list) else []:
+        if isinstance(item, dict) and item.get("level") in ("warn", "over"):
+            out[_short(item.get("name"), 40)] = str(item["level"])
+    return out
+
+
+def badge_text(sessions: list[dict[str, Any]] | None, budgets: dict[str, str] | None = None) -> str:
+    """Sessions waiting for input, then ``$!`` while a budget is over (``$`` at its warning), at most 8."""
     if sessions is None:
         return "off"
     waiting = sum(1 for s in sessions if s.get("status") == "waiting_for_input")
-    return "" if waiting == 0 else str(min(waiting, 99_999_999))
+    levels = set((budgets or {}).values())
+    mark = "$!" if "over" in levels else "$" if "warn" in levels else ""
+    count = "" if waiting == 0 else str(min(waiting, 99_999))
+    return " ".join(part for part in (count, mark) if part)
 
 
 def newly_waiting(before: dict[str, str], sessions: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -390,7 +406,11 @@ class Plugin:
         self.state.save({"show_closed": self.show_closed, "statuses": self.statuses})
 
     def poll(self) -> None:
+        before = dict(self.daemon.budgets)
         sessions, error = self.daemon.sessions()
+        for name, level in self.daemon.budgets.items():
+            if level == "over" and before.get(name) != "over":
+                self.host.notify(_short(f"budget {name} is over"), "warning")
         if sessions is not None and not self.first_poll:
             for session in newly_waiting(self.statuses, sessions):
                 where = os.path.basename(str(session.get("workspace") or "").rstrip("/"))
@@ -410,7 +430,7 @@ class Plugin:
         self.render()
 
     def render(self) -> None:
-        badge = badge_text(self.sessions)
+        badge = badge_text(self.sessions, self.daemon.budgets)
         if badge != self.last_badge:
             self.last_badge = badge
             self.host.request("ui/setBadge", {"text": badge})
