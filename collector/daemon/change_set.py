@@ -27,6 +27,12 @@ class ChangeSet:
         with self._lock:
             return self._watching
 
+    @property
+    def settled(self) -> bool:
+        """File events are delivered and no full pass is due: the next cycle reads only what they name."""
+        with self._lock:
+            return self._watching and not self._everything
+
     def watch(self, on: bool) -> None:
         with self._lock:
             if on and not self._watching:

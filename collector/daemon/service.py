@@ -123,6 +123,7 @@ class Service:
         self.external = ExternalAgents(self.config.external_agents)  # entire-agent-* plugins, when enabled
         self._external_due = False  # the daemon asks them once its ingest listens (``startup``)
         self.cycles = 0  # the worker's cycles since the start (in status: tests wait on them, not on time)
+        self.caught_up = False  # the last cycle read nothing new and no full pass is due (``status``)
         self._builtin_names: list[str] = []
 
     # -- lifecycle --------------------------------------------------------------------------------
@@ -367,6 +368,7 @@ class Service:
                 self._wake.clear()
                 result = loop.run_until_complete(self._cycle())
                 self.cycles += 1
+                self._note_caught_up(result)
                 if result.blocked is not None:
                     self._files.changes.everything()  # the sources it did not reach get every file next time
                 if self._housekeeping.prune_due():
@@ -386,6 +388,14 @@ class Service:
         finally:
             loop.close()
             self.stop()
+
+    def _note_caught_up(self, result: CycleResult) -> None:
+        """``caught_up``: the backlog is empty (the cycle read no record, held nothing, and file events
+        name what comes next); status.json says so within a second of a change."""
+        caught_up = result.blocked is None and result.records == 0 and self._files.changes.settled
+        if caught_up != self.caught_up:
+            self.caught_up = caught_up
+            self._write_status(force=False)
 
     async def _cycle(self) -> CycleResult:
         """One daemon cycle; it also answers the `collect --once` runs waiting for it (collector.daemon.handoff)."""
@@ -416,6 +426,7 @@ class Service:
             "started": self.started,
             "updated": time.time(),
             "cycles": self.cycles,
+            "caught_up": self.caught_up,
             "data_dir": str(self.paths.data_dir),
             "output_dir": str(self.output_dir),
             "agents": {a: self.counts.of(a) for a in self.definitions},

@@ -1,5 +1,6 @@
 """``<state dir>/status.json``: the daemon's snapshot for ``agent-collector status`` and the tests, written
-when it changed (its ``updated`` time aside) and at most every ``STATUS_EVERY_S`` unless forced."""
+when it changed (its ``updated`` time aside) and at most every ``STATUS_EVERY_S`` unless forced. A change
+of the cycle counter alone (an idle daemon's every poll) is written at most every ``CYCLES_EVERY_S``."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from collector.util.atomic import atomic_write
 
 log = logging.getLogger("collector")  # the daemon's lines, as the Service's
 STATUS_EVERY_S = 1.0  # status.json is rewritten at most this often (and only when it changed)
+CYCLES_EVERY_S = 30.0  # ... and when only ``cycles`` moved, at most this often (no write and fsync per idle poll)
 
 
 @dataclass(slots=True)
@@ -29,24 +31,26 @@ class StatusFile:
     at: float = -STATUS_EVERY_S
     held: bool = False
     clock: Callable[[], float] = time.monotonic
+    cycles: object = None  # the cycle counter last written
 
     def write(self, snapshot: dict[str, Any], force: bool = True) -> None:
-        """``snapshot`` (with its ``updated`` time), if it changed."""
-        updated = snapshot.pop("updated")
+        """``snapshot`` (with its ``updated`` time and ``cycles`` count), if it changed."""
+        updated, cycles = snapshot.pop("updated"), snapshot.pop("cycles", None)
         body = orjson.dumps(snapshot)
-        if body == self.body:
+        since = self.clock() - self.at
+        if body == self.body and (cycles == self.cycles or (not force and since < CYCLES_EVERY_S)):
             self.held = False
             return
-        if not force and self.clock() - self.at < STATUS_EVERY_S:
+        if not force and since < STATUS_EVERY_S:
             self.held = True
             return
-        snapshot["updated"] = updated
+        snapshot["updated"], snapshot["cycles"] = updated, cycles
         try:
             atomic_write(self.path, orjson.dumps(snapshot))
         except OSError as exc:
             log.warning("cannot write status: %s", exc)
             return
-        self.body, self.at, self.held = body, self.clock(), False
+        self.body, self.at, self.held, self.cycles = body, self.clock(), False, cycles
 
 
 def pipeline_status(pipeline: Pipeline | None) -> dict[str, Any]:

@@ -44,6 +44,7 @@ class GlobIndex:
         self._files: set[str] = set()
         self._singles: set[str] = set()
         self._relisted = False  # a folder was listed again during this files()
+        self.racy = False  # a listing of the last files() is not trusted yet (listed again next time)
         self.unreadable: set[str] = set()  # folders the globs reach that cannot be listed
         self.version = 0
 
@@ -52,7 +53,7 @@ class GlobIndex:
         singles: set[str] = set()  # paths the globs name without a wildcard, if they exist
         unreadable: set[str] = set()
         seen: set[tuple[str, str]] = set()
-        self._relisted = False
+        self._relisted = self.racy = False
         for base, parts in self._patterns:
             self._walk(base, parts, (leaves, singles, unreadable, seen))
         gone = [k for k in self._listings if k not in seen]  # folders gone or no longer reached
@@ -107,6 +108,7 @@ class GlobIndex:
             known = _Listing(stamp, listed_ns - st.st_mtime_ns >= RACY_NS, matches or [], matches is not None)
             self._listings[(folder, segment)] = known
             self._relisted = True
+        self.racy = self.racy or not known.trusted
         if not known.readable:
             unreadable.add(folder)
         return known.matches
@@ -115,7 +117,10 @@ class GlobIndex:
 class ScopedFiles:
     """Which files a file source reads under a ``Scope``: the ones events named, the new ones a listing
     finds, and a slice of the rest in turns, so that every known file is checked once in ``1 / sweep``
-    sweeps."""
+    sweeps. The folders are stat-ed (and those that moved listed) once in those ``1 / sweep`` sweeps too,
+    at once when an event names a path under them that is not one of our files, and at the next sweep
+    while a listing is too close to its folder's mtime to be trusted: a new file whose event was lost
+    waits at most as long as an append whose event was lost (``collector.rescan_s``)."""
 
     def __init__(self, globs: Iterable[str], watched: Iterable[str]) -> None:
         self.index = GlobIndex(globs)
@@ -123,6 +128,7 @@ class ScopedFiles:
         self._at = 0  # where the next slice starts in the sorted list of files
         self._listed: list[str] | None = None  # files() at the last pick: new files are looked for when it moved
         self._sorted: tuple[tuple[int, int], list[str]] = ((-1, -1), [])  # sorted_files() as last sorted
+        self._sweeps = 0  # sweeps since the folders were last looked at
 
     def sorted_files(self, extra: set[str] | None = None, keep: Callable[[str], bool] | None = None) -> list[str]:
         """The globs' files (folders listed again only when they changed) and ``extra``, those ``keep``
@@ -140,15 +146,24 @@ class ScopedFiles:
         ``wants``: a path named by an event is one of ours; ``new``: a file not read to its end yet
         (looked for when the list changed; one still unfinished then is met again by the slices)."""
         picked = {p for p in scope.changed if wants(p)}
-        if scope.sweep > 0 or any(p not in picked and p.startswith(self._under) for p in scope.changed):
-            # a folder or a name that is not one of our files moved under our folders: list again
+        # a folder or a name that is not one of our files moved under our folders: list again
+        moved = any(p not in picked and p.startswith(self._under) for p in scope.changed)
+        if moved or self._folders_due(scope.sweep):
             every = files()
+            self._sweeps = 0
             if every is not self._listed:
                 picked.update(p for p in every if new(p))
                 self._listed = every
-            if scope.sweep > 0:
-                picked.update(self._slice(every, scope.sweep))
+        if scope.sweep > 0:
+            picked.update(self._slice(self._listed if self._listed is not None else files(), scope.sweep))
         return sorted(picked)
+
+    def _folders_due(self, sweep: float) -> bool:
+        """This sweep looks at the folders: the first, one in ``1 / sweep``, or a listing is not trusted."""
+        if sweep <= 0:
+            return False
+        self._sweeps += 1
+        return self._listed is None or self.index.racy or self._sweeps >= 1 / sweep
 
     def _slice(self, files: list[str], share: float) -> list[str]:
         if not files:

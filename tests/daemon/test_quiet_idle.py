@@ -4,6 +4,7 @@ queried, and status.json is rewritten only when it changed."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import threading
 import time
@@ -15,6 +16,7 @@ from support.sqlite import SPEC, make_db, read, rows, traced
 
 from collector.config import load_config
 from collector.daemon.service import Service
+from collector.daemon.status_file import CYCLES_EVERY_S, StatusFile
 from collector.daemon.wake_filter import WakeFilter
 from collector.sources.sqlite_rows import SqliteRows
 
@@ -109,3 +111,23 @@ def test_status_json_is_rewritten_only_when_it_changed(tmp_path: Path) -> None:
         assert status.stat().st_ino == first  # an atomic rewrite would be a new file
     finally:
         service.shutdown()
+
+
+def test_a_cycle_count_alone_is_written_every_30_s_a_change_at_once(tmp_path: Path) -> None:
+    now = [100.0]
+    status = StatusFile(tmp_path / "status.json", clock=lambda: now[0])
+
+    def write(cycles: int, entries: int = 1, force: bool = False) -> int:
+        status.write({"updated": now[0], "cycles": cycles, "pipeline": {"entries": entries}}, force)
+        return json.loads(status.path.read_text())["cycles"]
+
+    assert write(1) == 1
+    now[0] += 5
+    assert write(2) == 1 and write(3) == 1 and not status.held  # an idle daemon's polls: no write, no fsync
+    now[0] += CYCLES_EVERY_S
+    assert write(17) == 17  # but the counter still moves in the file
+    now[0] += 0.5
+    assert write(18, entries=2) == 17 and status.held  # a change within the once-a-second limit waits
+    now[0] += 1
+    assert write(19, entries=2) == 19 and not status.held
+    assert write(20, force=True, entries=2) == 20  # forced (the daemon stops): the count as it is

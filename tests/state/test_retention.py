@@ -240,3 +240,21 @@ def test_the_default_grace_is_short(tmp_path: Path) -> None:
     config = load_config(tmp_path / "absent.toml", env={})
     assert config.retention.spool_grace_s == 60.0
     assert config.retention.spool_grace_s + HOUSEKEEP_EVERY_S <= 120.0
+
+
+def test_only_streams_named_under_the_spool_are_resolved(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spool = tmp_path / "data" / "spool"
+    (spool / "claude-code").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(tmp_path / "data")
+    inside = spool / "claude-code" / "claude-code-2026-11-30.jsonl"
+    via_link = tmp_path / "link" / "spool" / "claude-code" / "claude-code-2026-11-29.jsonl"
+    transcripts = [tmp_path / "home" / "p" / f"{n}.jsonl" for n in range(50)]
+    positions = {f"claude-code:spool:{inside}": {"offset": 1}, f"claude-code:spool:{via_link}": {"offset": 2}}
+    positions |= {f"claude-code:transcripts:{p}": {"offset": 3} for p in transcripts}
+    resolved: list[str] = []
+    real = os.path.realpath
+    monkeypatch.setattr(os.path, "realpath", lambda p, *a, **k: resolved.append(os.fspath(p)) or real(p, *a, **k))
+    assert set(retention._spool_streams(positions, spool)) == {str(inside)}  # via the link: not as we spell it
+    assert not [p for p in resolved if "/home/" in p]  # an agent's transcripts are not resolved
+    link_spool = tmp_path / "link" / "spool"
+    assert set(retention._spool_streams(positions, link_spool)) == {str(inside), str(via_link)}
