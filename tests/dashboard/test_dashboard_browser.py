@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import html
 import json
-import os
 import re
-import shutil
 import signal
 import sqlite3
 import subprocess
-import sys
 import threading
 import time
 from functools import partial
@@ -24,12 +21,12 @@ from typing import Any
 
 import pytest
 from support import ROOT
+from support.browser import CHROMIUM, Browser, login_link, shown_values, start_daemon
 from support.usage import merged_fixtures
 from support.waits import free_port
 
 from collector.paths import Paths
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARTIFACTS = ROOT / "tmp" / "test-artifacts"
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     CHROMIUM is None, reason="no chromium on PATH (Debian package `chromium`; scripts/test.sh installs it "
@@ -55,45 +52,6 @@ async function attempt(label, fn) {
 </script>"""
 
 
-class Browser:
-    def __init__(self, tmp: Path) -> None:
-        self.profile = tmp / "chromium-profile"
-        self.env = {**os.environ, "HOME": str(tmp / "chromium-home")}
-
-    def run(self, url: str, *extra: str) -> str:
-        assert CHROMIUM is not None
-        command = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                   "--disable-extensions", f"--user-data-dir={self.profile}", "--virtual-time-budget=8000",
-                   "--window-size=1400,2400", *extra, url]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=self.env)
-        assert done.returncode == 0, done.stderr[-2000:]
-        return done.stdout
-
-
-def _env(paths: Paths, port: int) -> dict[str, str]:
-    return {**os.environ, "AGENT_COLLECTOR_DATA_DIR": str(paths.data_dir),
-            "AGENT_COLLECTOR_CONFIG_DIR": str(paths.config_dir), "AGENT_COLLECTOR_INGEST__PORT": str(port),
-            "AGENT_COLLECTOR_WATCHDOG__ENABLED": "false", "HOME": str(paths.home)}
-
-
-def _start_daemon(paths: Paths, port: int, log: Path) -> subprocess.Popen[bytes]:
-    """The daemon, its log in a file (a pipe nobody reads would fill up and stall it)."""
-    with log.open("wb") as sink:
-        return subprocess.Popen([sys.executable, "-m", "collector", "run", "--home", str(paths.home)],
-                                env=_env(paths, port), stdout=subprocess.DEVNULL, stderr=sink, cwd=ROOT)
-
-
-def _login_link(paths: Paths, port: int, query: str = "?days=366") -> tuple[str, str]:
-    """What the user runs: `agent-collector dashboard`; the link with ``query`` put before its fragment,
-    and the one-time code."""
-    done = subprocess.run([sys.executable, "-m", "collector", "dashboard", "--home", str(paths.home)],
-                          env=_env(paths, port), capture_output=True, text=True, timeout=60, cwd=ROOT)
-    assert done.returncode == 0, done.stderr
-    match = re.fullmatch(rf"http://127\.0\.0\.1:{port}/dashboard/#code=([A-Za-z0-9_-]{{32}})\n", done.stdout)
-    assert match, done.stdout
-    return f"http://127.0.0.1:{port}/dashboard/{query}#code={match.group(1)}", match.group(1)
-
-
 def _wait_collected(paths: Paths, daemon: subprocess.Popen[bytes], log: Path) -> int:
     """Until the store stops growing (every source read to its end)."""
     store = paths.data_dir / "usage.sqlite"
@@ -113,10 +71,6 @@ def _wait_collected(paths: Paths, daemon: subprocess.Popen[bytes], log: Path) ->
     return last
 
 
-def _shown(dom: str) -> dict[str, str]:
-    return {k: html.unescape(v) for k, v in re.findall(r'data-k="([^"]+)"[^>]*>([^<]*)<', dom)}
-
-
 def _store_by_agent(paths: Paths) -> dict[str, dict[str, int]]:
     db = sqlite3.connect(paths.data_dir / "usage.sqlite")
     rows = db.execute("""SELECT agent, SUM(name='llm.response'), SUM(input - cache_read - cache_write),
@@ -133,7 +87,7 @@ def daemon(tmp_path: Path) -> Any:
     paths = merged_fixtures(tmp_path / "fixtures")
     port = free_port()
     log = tmp_path / "daemon.log"
-    process = _start_daemon(paths, port, log)
+    process = start_daemon(paths, port, log)
     try:
         _wait_collected(paths, process, log)
         yield paths, port
@@ -221,17 +175,17 @@ def test_dashboard_in_chromium(daemon: tuple[Paths, int], tmp_path: Path) -> Non
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     shot = ARTIFACTS / "dashboard.png"
     shot.unlink(missing_ok=True)
-    link, first_code = _login_link(paths, port)
+    link, first_code = login_link(paths, port)
     assert token not in link
     browser.run(link, f"--screenshot={shot}")
     assert shot.stat().st_size > 20_000
 
     _start_a_live_session(base, token)  # the fixtures' sessions are history, none of them live now
     assert 'data-loaded="error"' in browser.run(link, "--dump-dom"), "a used link logs nobody in"
-    link, second_code = _login_link(paths, port)  # a new browser process: a new tab, a new login
+    link, second_code = login_link(paths, port)  # a new browser process: a new tab, a new login
     dom = browser.run(link, "--dump-dom")
     assert 'data-loaded="1"' in dom, dom[-3000:]
-    shown = _shown(dom)
+    shown = shown_values(dom)
     truth = _store_by_agent(paths)
     assert set(truth) == {"claude-code", "codex", "gemini-cli", "qwen-code", "opencode"}
     for agent, numbers in truth.items():
@@ -248,8 +202,8 @@ def test_dashboard_in_chromium(daemon: tuple[Paths, int], tmp_path: Path) -> Non
     assert shown["session:live-now-1:status"] == "idle"
     assert dom.count('data-k="failure"') >= 5, "the failing_command cases' tool failures are listed"
     assert shown["repo::calls"] == shown["branch::calls"] == shown["total:calls"], "no fixture is in a repository"
-    link, _ = _login_link(paths, port, "?days=366&branch=no-such-branch")  # the page asks /v1/usage for the branch
-    narrowed = _shown(browser.run(link, "--dump-dom"))
+    link, _ = login_link(paths, port, "?days=366&branch=no-such-branch")  # the page asks /v1/usage for the branch
+    narrowed = shown_values(browser.run(link, "--dump-dom"))
     assert narrowed["total:calls"] == "0" and "agent:codex:calls" not in narrowed
 
     attack, attack_port, seen = _serve_attack(tmp_path / "attacker")

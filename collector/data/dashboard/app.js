@@ -107,7 +107,7 @@ function sessionsTable(sessions) {
   const head = el("tr", {}, ...["Agent", "Session", "Status", "Project", "Model", "Input today", "Output today",
     "Tools today", "Errors today", "Last event"].map((h) => el("th", {}, h)));
   const rows = sessions.map((s) => el("tr", {},
-    el("td", {}, s.agent), el("td", { title: s.session_id }, s.label || s.session_id),
+    el("td", {}, s.agent), el("td", { title: s.session_id }, sessionLink(s.agent, s.session_id, s.label || s.session_id)),
     el("td", { class: "text" }, el("span", { class: `status ${s.status}`, "data-k": `session:${s.session_id}:status` },
       s.status + (s.waiting ? ` (${s.waiting} waiting)` : ""))),
     el("td", { class: "text", title: s.workspace || "" }, base(s.workspace)), el("td", { class: "text" }, s.model || ""),
@@ -121,7 +121,8 @@ function failuresTable(failures) {
   if (!failures.length) return el("p", { class: "empty" }, "no tool failures or errors in this window");
   const head = el("tr", {}, ...["When", "Agent", "Session", "What", "Detail"].map((h) => el("th", {}, h)));
   const rows = failures.map((f) => el("tr", { "data-k": "failure" },
-    el("td", { class: "muted" }, ago(f.time_unix_nano)), el("td", {}, f.agent), el("td", { title: f.session || "" }, f.session_label || f.session || ""),
+    el("td", { class: "muted" }, ago(f.time_unix_nano)), el("td", {}, f.agent), el("td", { title: f.session || "" },
+      f.session ? sessionLink(f.agent, f.session, f.session_label || f.session) : ""),
     el("td", { class: "text bad" }, f.kind === "tool" ? `tool ${f.tool || "?"} failed` :
       `${f.error_type || "error"}${f.http_status ? " (HTTP " + f.http_status + ")" : ""}`),
     el("td", { class: "text muted" }, f.detail || "")));
@@ -196,7 +197,13 @@ const SESSION_KEY = "agent-collector-dashboard";
 // The link `agent-collector dashboard` prints carries a one-time code in the fragment (never sent to a
 // server): it is exchanged once for a dashboard token, kept in this tab's sessionStorage and sent as a
 // header to this origin only. No cookie is involved.
-async function dashboardToken() {
+let pendingToken = null;  // one exchange at a time: the overview and the work views ask together at start
+function dashboardToken() {
+  pendingToken = pendingToken || exchangeToken().finally(() => { pendingToken = null; });
+  return pendingToken;
+}
+
+async function exchangeToken() {
   const code = new URLSearchParams(location.hash.slice(1)).get("code");
   if (code) {
     history.replaceState(null, "", location.pathname + location.search);
@@ -211,6 +218,7 @@ async function dashboardToken() {
 }
 
 async function load() {
+  if ((new URLSearchParams(location.search).get("view") || "overview") !== "overview") return;  // work.js's views
   const days = $("days").value;
   const tz = Intl.DateTimeFormat().resolvedOptions().timeZone || "";
   try {
@@ -243,6 +251,6 @@ document.addEventListener("DOMContentLoaded", () => {
   $("repo").addEventListener("change", () => { $("branch").value = ""; load(); });  // another repository's branches
   $("branch").addEventListener("change", load);
   $("days").addEventListener("change", load);
-  load();
+  // the first load: work.js shows the view the address names (the overview calls load)
   setInterval(load, 15000);
 });
