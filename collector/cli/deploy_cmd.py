@@ -40,6 +40,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     install.add_argument("--statusline", action="store_true",
                          help="also set the agent's status line to `agent-collector statusline` (Claude Code's "
                               "statusLine; one you had is kept and shown first; `uninstall` restores it)")
+    install.add_argument("--telemetry", action=argparse.BooleanOptionalAction, default=None,
+                         help="also switch the agent's own OpenTelemetry on, pointed at our receiver (Claude Code's "
+                              "env in settings.json, Codex's [otel], Qwen Code's telemetry settings); an endpoint "
+                              "you had is kept and still receives it (docs/deploy.md). Remembered per agent: "
+                              "later installs and the watchdog keep it; --no-telemetry takes it out")
     install.set_defaults(func=cmd_install)
     uninstall = subparsers.add_parser(
         "uninstall", help="remove our hooks/plugins from the agents (all of them by default)",
@@ -127,6 +132,8 @@ def cmd_install(args: argparse.Namespace) -> int:
     for agent in skipped_explicit:
         sys.stderr.write(f"{agent}: skipped: disabled by you; "
                          f"run `agent-collector agents enable {agent}` first\n")
+    if args.telemetry is not None and not args.dry_run:
+        _telemetry_choice(paths, chosen, args.telemetry, args.json)
     changes: list[Change] = list(panel)
     notes: list[IntegrationStatus] = []
     for defn in chosen:
@@ -137,6 +144,26 @@ def cmd_install(args: argparse.Namespace) -> int:
     if args.statusline:
         _statuslines(paths, [d.id for d in chosen if "statusline" in d.raw], True, args)
     return 1 if any(c.failed for c in changes) or skipped_explicit else 0
+
+
+def _telemetry_choice(paths: Paths, chosen: list[AgentDefinition], on: bool, quiet: bool) -> None:
+    """``install --telemetry`` / ``--no-telemetry``: the opt-in, recorded before the integrations are
+    deployed (collector.deploy.telemetry_choice)."""
+    from collector.deploy import telemetry_choice
+
+    for defn in chosen:
+        if not on:
+            telemetry_choice.opt_out(paths, defn.id)
+            continue
+        try:
+            record = telemetry_choice.opt_in(paths, defn)
+        except ValueError as exc:
+            sys.stderr.write(f"note: {exc}\n")
+            continue
+        forward = record.get("forward")
+        if forward and not quiet:
+            print(f"{defn.id}: your telemetry endpoint {forward['endpoint']} is kept: agent-collector forwards "
+                  "the agent's telemetry to it unchanged")
 
 
 def _statuslines(paths: Paths, agents: list[str], install: bool, args: argparse.Namespace) -> None:
@@ -169,6 +196,11 @@ def cmd_uninstall(args: argparse.Namespace) -> int:
     from collector.deploy.statusline_setting import installed
 
     _statuslines(paths, sorted(installed(paths) & set(targets) & set(agents)), False, args)
+    if not args.dry_run:
+        from collector.deploy.telemetry_choice import opt_out
+
+        for agent in targets:
+            opt_out(paths, agent)  # after the files: their edits put the user's own values back
     if not args.agent and not args.dry_run:
         consent.withdraw(paths)  # everything taken out: the daemon deploys nothing by itself any more
     _report(changes, args.json, [])

@@ -33,6 +33,7 @@ from collector.deploy.model import (
     State,
 )
 from collector.deploy.records import DeployRecord, RecordStore
+from collector.deploy.telemetry_choice import integrations_for
 from collector.deploy.trust import trust_stores
 from collector.paths import Paths
 
@@ -53,7 +54,7 @@ def _agent_edits(
 ) -> tuple[dict[Path, list[FileEdit]], list[Change]]:
     edits: list[FileEdit] = []
     problems: list[Change] = []
-    for spec in defn.integrations:
+    for spec in integrations_for(defn, paths):
         try:
             edits.extend(edits_for(defn.id, spec, paths, hook_script))
         except DeployError as exc:
@@ -140,6 +141,8 @@ def _describe(edits: list[FileEdit], created: list[Path]) -> str:
             parts.append(f"hooks for {len(edit.spec['events'])} events")
         elif kind == "hooks_dir":
             parts.append(f"hook executable {edit.path.name}")
+        elif kind == "telemetry_settings":
+            parts.append("telemetry pointed at agent-collector")
         elif kind == "toml_notify":
             parts.append(f"{edit.spec['key']} = agent-collector hook")
         elif kind in ("dropin_plugin", "plugin_inject") and edit.path.name == Path(edit.spec["asset"]).name:
@@ -296,7 +299,7 @@ def integration_state(
     """One status per integration of ``defn``: in place, missing, foreign-modified, untrusted..."""
     store = RecordStore(paths)
     out = []
-    for spec in defn.integrations:
+    for spec in integrations_for(defn, paths):
         out.append(_spec_state(defn.id, spec, paths, hook_script, store))
     return out
 

@@ -4,8 +4,8 @@ A kind's build function gets the integration spec (defaults filled in, checked a
 schema), the agent id, the paths and the hook script, and returns the :class:`FileEdit` list that
 deploys it. Built-in kinds: ``settings_hooks`` (settings_hooks), ``flat_hooks`` (flat_hooks),
 ``toml_notify`` (toml_notify),
-``dropin_plugin`` and ``plugin_inject`` (plugin_files), ``http_plugin_dir`` (http_plugin) and ``hooks_dir``
-(hooks_dir); an installed package adds
+``dropin_plugin`` and ``plugin_inject`` (plugin_files), ``http_plugin_dir`` (http_plugin), ``hooks_dir``
+(hooks_dir) and ``telemetry_settings`` (telemetry_settings, opt-in); an installed package adds
 kinds under the entry point group ``agent_collector.integration_kinds``.
 """
 
@@ -63,6 +63,15 @@ def _http_plugin(spec: dict[str, Any], agent: str, paths: Paths, hook_script: Pa
     return http_plugin_edits(agent, spec, paths, hook_script)
 
 
+def _telemetry(spec: dict[str, Any], agent: str, paths: Paths, hook_script: Path | None) -> list[FileEdit]:
+    from collector.deploy.telemetry_choice import saved_values
+    from collector.deploy.telemetry_settings import TelemetryJson, TelemetryToml, endpoint
+
+    if spec["format"] == "toml":
+        return [TelemetryToml(spec, paths, endpoint(paths))]
+    return [TelemetryJson(spec, paths, endpoint(paths), saved_values(paths, agent))]
+
+
 @cache
 def integration_kinds() -> Registry[EditsBuilder]:
     builtin: list[Plugin[EditsBuilder]] = [
@@ -73,6 +82,7 @@ def integration_kinds() -> Registry[EditsBuilder]:
         Plugin("plugin_inject", _plugin_inject, kind_schema("plugin_inject")),
         Plugin("http_plugin_dir", _http_plugin, kind_schema("http_plugin_dir")),
         Plugin("hooks_dir", _hooks_dir, kind_schema("hooks_dir")),
+        Plugin("telemetry_settings", _telemetry, kind_schema("telemetry_settings")),
     ]
     return Registry("integration kind", builtin, group="agent_collector.integration_kinds")
 
