@@ -43,7 +43,8 @@ def test_the_real_assistant_line_makes_a_response_and_a_tool_call_and_counts_not
 
 @pytest.mark.parametrize(("content", "reason"), [
     ([1.5], "assistant message content[] is a number, not an object"),
-    (7, "assistant message content is a number, not a string or a list"),
+    (7, "assistant message content is a number, not a list"),
+    ("x" * 100, "assistant message content is a string, not a list"),  # sweep seed 49: pi writes parts only
 ])
 def test_a_content_that_may_have_held_a_tool_call_is_counted_and_the_response_kept(content: Any, reason: str) -> None:
     names, reasons = _parsed(_assistant(content=content))
