@@ -1,6 +1,10 @@
 """Dashboard load time on a usage store of N model calls (default 100,000): what a page load asks the
-daemon for (the page, its two assets, /v1/usage for 30 and 90 days), over HTTP to a real ingest server
-with the dashboard route, timed from the client. Also `report daily` and `report session` on the store.
+daemon for (the page, its assets, /v1/usage for 30 and 90 days), over HTTP to a real ingest server
+with the dashboard route, timed from the client; then each answer of the views of work alone (the sessions
+list: first page, sorted by cost, filtered by agent, a later page; a session's timeline; the activity), each
+against the floor of the same run (a static asset over the same server) and the 300 ms goal, and the query
+plans they use. Exits with an error when a view did no work (no session listed, an empty timeline, an
+activity that does not add up to the store's calls). Also `report daily` and `report session` on the store.
 
 The store is synthetic but shaped like real use: 5 agents, 8 models, 2,000 sessions in 60 projects over
 90 days, each session a few hours long (its calls within 3 hours of its start) on one model, its input
@@ -76,6 +80,68 @@ def timed_get(port: int, path: str, token: str) -> tuple[float, int, int]:
     return elapsed, answer.status, len(body)
 
 
+GOAL_MS = 300.0
+
+
+def _median_ms(port: int, path: str, token: str, repeat: int) -> tuple[float, float, bytes]:
+    """Median and max of ``repeat`` GETs (after one to warm the price tables), and the last body."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    times, body = [], b""
+    for i in range(repeat + 1):
+        start = time.perf_counter()
+        conn.request("GET", path, headers={SESSION_HEADER: token, "Sec-Fetch-Site": "same-origin"})
+        answer = conn.getresponse()
+        body = answer.read()
+        if answer.status != 200:
+            raise SystemExit(f"GET {path} answered {answer.status}: {body[:200]!r}")
+        if i:
+            times.append((time.perf_counter() - start) * 1000)
+    conn.close()
+    return statistics.median(times), max(times), body
+
+
+def work(port: int, token: str, calls: int, repeat: int) -> None:
+    """The views of work, each against the floor; SystemExit when one did no work or missed the goal."""
+    import json
+
+    floor, _, _ = _median_ms(port, "/dashboard/app.css", token, repeat)
+    print(f"floor (GET /dashboard/app.css): median {floor:.1f} ms")
+    listed = json.loads(_median_ms(port, "/v1/usage/sessions?days=366&sort=cost", token, 1)[2])
+    if not listed["total"] or not listed["rows"]:
+        raise SystemExit("the sessions list listed nothing: no figure")
+    top = listed["rows"][0]
+    paths = {"sessions, page 1 by cost (90 days)": "/v1/usage/sessions?days=90&sort=cost",
+             "sessions, 366 days by start": "/v1/usage/sessions?days=366",
+             "sessions, agent codex by tokens": "/v1/usage/sessions?days=366&agent=codex&sort=tokens",
+             "sessions, page 20": "/v1/usage/sessions?days=366&offset=950",
+             "timeline of the costliest session": f"/v1/usage/timeline?agent={top['agent']}&session={top['session']}",
+             "activity, 90 days": "/v1/usage/activity?days=90"}
+    missed = []
+    for label, path in paths.items():
+        median, most, body = _median_ms(port, path, token, repeat)
+        answer = json.loads(body)
+        _check_work(label, answer, top, calls)
+        print(f"{label}: median {median:.0f} ms, max {most:.0f} ms, {median / floor:.0f}x the floor "
+              f"({len(body) / 1024:.0f} KiB)")
+        if median > GOAL_MS:
+            missed.append(label)
+    if missed:
+        raise SystemExit(f"above {GOAL_MS:.0f} ms: {', '.join(missed)}")
+
+
+def _check_work(label: str, answer: dict[str, object], top: dict[str, object], calls: int) -> None:
+    if label.startswith("timeline"):
+        turns = answer.get("turns")
+        if not isinstance(turns, list) or sum(t["calls"] for t in turns) != top["calls"]:
+            raise SystemExit(f"{label}: the timeline does not hold the session's {top['calls']} calls")
+    elif label.startswith("activity"):
+        hours = answer.get("by_hour")
+        if not isinstance(hours, list) or not sum(map(sum, hours)):
+            raise SystemExit(f"{label}: no activity")
+    elif not answer.get("rows"):
+        raise SystemExit(f"{label}: no session listed")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--calls", type=int, default=100_000)
@@ -112,6 +178,7 @@ def main() -> int:
                     loads.append(total)
                 print(f"page load, {days} days: median {statistics.median(loads) * 1000:.0f} ms, "
                       f"max {max(loads) * 1000:.0f} ms ({args.repeat} loads)")
+            work(served.port, token, args.calls, args.repeat)
         finally:
             served.stop()
         for kind in ("daily", "session"):

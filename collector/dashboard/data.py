@@ -26,8 +26,9 @@ KINDS = ("daily", "agent", "model", "project", "repo", "branch")
 def usage_view(store: Path, snapshot: dict[str, Any], tz: tzinfo, tz_name: str, days: int,
                capture: bool, now: float | None = None,
                own_prices: Mapping[str, Mapping[str, float]] | None = None, repo: str | None = None,
-               branch: str | None = None) -> dict[str, Any]:
-    """``repo`` (a normalised URL or its last part) and ``branch`` narrow the usage tables, the days and the
+               branch: str | None = None, prices: PriceTable | None = None) -> dict[str, Any]:
+    """``prices``: a table the caller keeps between requests (else a new one). ``repo`` (a normalised URL or its
+    last part) and ``branch`` narrow the usage tables, the days and the
     total; the live sessions, failures and health are not narrowed, the choices (``git``) never."""
     now = time.time() if now is None else now
     today = datetime.fromtimestamp(now, tz).date()
@@ -44,7 +45,7 @@ def usage_view(store: Path, snapshot: dict[str, Any], tz: tzinfo, tz_name: str, 
                 "total": None, "recent_failures": []}
     db = connect(store, readonly=True)
     try:
-        prices = PriceTable(store.with_name(CACHE_NAME), own_prices)
+        prices = prices or PriceTable(store.with_name(CACHE_NAME), own_prices)
         rows = grouped(db, KINDS, Filters(since_ns=since_ns, repo=repo, branch=branch), tz, prices)  # one pass
         choices = [{"repo": r, "branch": b} for r, b in git_choices(db, since_ns)]
         failures = _label_failures(_failures(db, since_ns, capture))

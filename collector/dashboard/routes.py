@@ -123,7 +123,8 @@ class DashboardRoute:
         days = _days(request)
         tz, name = self._zone(request)
         view = usage_view(self.store, self.snapshot(), tz, name, days, self.capture, time.time(),
-                          self.own_prices, repo=_label(request, "repo"), branch=_label(request, "branch"))
+                          self.own_prices, repo=_label(request, "repo"), branch=_label(request, "branch"),
+                          prices=self.work.prices())
         return Response(200, orjson.dumps(view), "application/json", SECURITY)
 
     def _work(self, request: Request) -> Response:

@@ -8,7 +8,7 @@ prompt text, so there is no first prompt to show, whether content capture is on 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from collector.usage.timeline import timeline
 from collector.util.short_ids import shortest_unique
 
 MAX_TEXT = 2048
+PRICES_TTL_S = 300.0
 TOP = 5
 
 
@@ -93,11 +94,22 @@ def _titled(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 class WorkViews:
     """The three views over one store; ``capture``: content capture is on (error details may be shown)."""
 
-    def __init__(self, store: Path, capture: bool, own_prices: Mapping[str, Mapping[str, float]] | None) -> None:
-        self.store, self.capture, self.own_prices = store, capture, own_prices
+    def __init__(self, store: Path, capture: bool, own_prices: Mapping[str, Mapping[str, float]] | None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.store, self.capture, self.own_prices, self.clock = store, capture, own_prices, clock
+        self._table: tuple[float, PriceTable] | None = None
 
-    def _prices(self) -> PriceTable:
-        return PriceTable(self.store.with_name(CACHE_NAME), self.own_prices)
+    def prices(self) -> PriceTable:
+        """One price table for ``PRICES_TTL_S`` (its rates worked out once, not per request; saved for the
+        reports when new), then a fresh one (a price cache the reports refreshed is read again)."""
+        now = self.clock()
+        if self._table is not None and now - self._table[0] < PRICES_TTL_S:
+            return self._table[1]
+        if self._table is not None:
+            self._table[1].save()
+        table = PriceTable(self.store.with_name(CACHE_NAME), self.own_prices)
+        self._table = (now, table)
+        return table
 
     def sessions(self, query: Mapping[str, list[str]], tz: tzinfo, snapshot: Mapping[str, Any],
                  now: float | None = None) -> dict[str, Any]:
@@ -105,7 +117,7 @@ class WorkViews:
         if not self.store.is_file():
             return {"total": 0, "offset": asked.offset, "limit": asked.limit, "rows": [],
                     "content_capture": self.capture}
-        db, prices = connect(self.store, readonly=True), self._prices()
+        db, prices = connect(self.store, readonly=True), self.prices()
         try:
             page = session_rows(db, asked, tz, prices, live_pairs(snapshot))
         finally:
@@ -120,7 +132,7 @@ class WorkViews:
             return None
         db = connect(self.store, readonly=True)
         try:
-            return timeline(db, agent, session, tz, self._prices(), self.capture)
+            return timeline(db, agent, session, tz, self.prices(), self.capture)
         finally:
             db.close()
 
@@ -131,7 +143,7 @@ class WorkViews:
         empty = {"by_hour": [[0] * 24 for _ in range(7)], "by_day": [], "top": {}}
         if not self.store.is_file():
             return empty
-        db, prices = connect(self.store, readonly=True), self._prices()
+        db, prices = connect(self.store, readonly=True), self.prices()
         try:
             heat = activity(db, asked.since_ns or 0, asked.until_ns or 0, tz)
             best = top(db, asked, tz, prices, TOP, live_pairs(snapshot))
