@@ -12,10 +12,22 @@ from collector.dashboard.live import dashboard_route
 from collector.deploy import autodeploy, consent, watchdog
 from collector.deploy.autodeploy import AutoDeployPart
 from collector.deploy.watchdog import WatchdogPart
+from collector.exporters.passthrough import Forwarder, targets_from
 from collector.ingest.live import IngestPart, ingest_config, live_snapshot
 from collector.sources.otlp_files import otlp_service_agents
 
 log = logging.getLogger(__name__)
+
+
+def _forwarder(service: Service) -> Forwarder | None:
+    """The pass-through to the backends users had for their agents' telemetry (install --telemetry)."""
+    from collector.deploy.telemetry_choice import forward_targets
+
+    targets = targets_from(forward_targets(service.paths))
+    if not targets:
+        return None
+    log.info("the agents' own telemetry is forwarded to the user's backend for %s", ", ".join(sorted(targets)))
+    return Forwarder(targets, service.paths.queue_dir / "passthrough")
 
 
 def daemon_parts(service: Service) -> list[DaemonPart]:
@@ -29,7 +41,8 @@ def daemon_parts(service: Service) -> list[DaemonPart]:
                                 lambda: set(service.definitions), snapshot,
                                 routes=[dashboard_route(service.paths, service.config, snapshot)],
                                 paths=service.paths,
-                                service_agents=lambda: otlp_service_agents(list(service.definitions.values()))))
+                                service_agents=lambda: otlp_service_agents(list(service.definitions.values())),
+                                forwarder=_forwarder(service)))
     if service.config.deploy.auto and consent.given(service.paths):  # install (or run --deploy) asked for it
         parts.append(AutoDeployPart(service.definitions, service.paths, service.config.deploy.rescan_s,
                                     service.state_slot(autodeploy.STATE_KEY)))

@@ -15,6 +15,7 @@ import orjson
 
 import collector.ingest.port_moves as port_moves
 from collector.config import Config
+from collector.exporters.passthrough import Forwarder
 from collector.ingest.envelope import to_envelope
 from collector.ingest.otlp_route import OtlpRoute
 from collector.ingest.owner import listener_uid
@@ -53,8 +54,10 @@ class IngestPart:
 
     def __init__(self, config: IngestConfig, spool_writer: SpoolWriter, known_agents: Callable[[], set[str]],
                  snapshot: Callable[[], dict[str, Any]], routes: Sequence[Route] = (),
-                 paths: Paths | None = None, service_agents: Callable[[], Mapping[str, str]] | None = None) -> None:
+                 paths: Paths | None = None, service_agents: Callable[[], Mapping[str, str]] | None = None,
+                 forwarder: Forwarder | None = None) -> None:
         self.config = config
+        self._forwarder = forwarder  # the agents' telemetry to the user's own backend (install --telemetry)
         self._service_agents = service_agents
         self._routes = list(routes)  # extra routes: the dashboard
         self._paths = paths  # where the port in effect is recorded (<state dir>/ingest.port)
@@ -69,7 +72,8 @@ class IngestPart:
     async def start(self) -> None:
         relay = SpoolRelay(self._writer)
         otlp = None if self._service_agents is None else OtlpRoute(
-            relay, self._service_agents, self.config.otlp_max_bytes, self.config.spool_max_line)
+            relay, self._service_agents, self.config.otlp_max_bytes, self.config.spool_max_line,
+            None if self._forwarder is None else self._forwarder.offer)
         self._body_routes = [] if otlp is None else [otlp]
 
         async def submit(agent: str, body: bytes, received: float) -> None:
@@ -86,6 +90,8 @@ class IngestPart:
 
         def snapshot() -> dict[str, Any]:
             extra = {} if otlp is None else {"otlp": otlp.stats()}
+            if self._forwarder is not None:
+                extra["otlp_forward"] = self._forwarder.stats()
             return {**self._snapshot(), "spool_relay": relay.stats(), **extra}
 
         server = IngestServer(submit, self._known_agents, snapshot, self.config, routes=self._routes,
@@ -137,3 +143,5 @@ class IngestPart:
             await server.stop()
         if relay is not None:
             relay.close()
+        if self._forwarder is not None:
+            self._forwarder.close()

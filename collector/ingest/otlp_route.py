@@ -57,6 +57,7 @@ class OtlpRoute:
     service_agents: Callable[[], Mapping[str, str]]
     max_body_bytes: int
     max_line: int  # the spool source's line cap (collector.max_line_bytes): a longer line would be skipped
+    forward: Callable[[str, str, str, dict[str, Any]], None] | None = None  # the pass-through, once durable
     requests: Counter[str] = field(default_factory=Counter)  # "<signal>_<status>"
     records: Counter[str] = field(default_factory=Counter)  # agent -> records spooled
     unknown_services: Counter[str] = field(default_factory=Counter)  # service.name -> records skipped
@@ -132,3 +133,5 @@ class OtlpRoute:
             raise OtlpRefused(503, str(exc)) from None
         for agent, resources in by_agent.items():
             self.records[agent] += sum(count_records(signal, r) for r in resources)
+            if self.forward is not None:  # to the user's own backend (collector.exporters.passthrough)
+                self.forward(agent, signal, digest, {RESOURCES[signal]: resources})

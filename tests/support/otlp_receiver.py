@@ -1,14 +1,17 @@
 """A small OTLP/HTTP receiver for tests: decodes the real protobuf requests with ``opentelemetry-proto``.
 
 Bind 127.0.0.1 on a free port; ``stop()`` and ``start()`` again on the same port to simulate an outage;
-``fail_with = 503`` to answer errors (``retry_after`` adds that header).
+``fail_with = 503`` to answer errors (``retry_after`` adds that header). OTLP/JSON bodies
+(``Content-Type: application/json``, hex ids) are decoded too, and kept as they came in ``json_bodies``.
 ``spans()``, ``logs()``, ``metric_points()`` flatten what arrived (a metric point with its
 ``start_time_unix_nano`` as ``start`` and ``time_unix_nano`` as ``time``).
 """
 
 from __future__ import annotations
 
+import base64
 import gzip
+import json
 import threading
 import time
 import zlib
@@ -16,6 +19,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from google.protobuf import json_format
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -44,12 +48,26 @@ def attributes(kvs: Any) -> dict[str, Any]:
     return {kv.key: any_value(kv.value) for kv in kvs}
 
 
+_ID_KEYS = ("traceId", "spanId", "parentSpanId")
+
+
+def _base64_ids(value: Any) -> Any:
+    """OTLP/JSON's hex ids as protobuf's JSON mapping wants them (base64), at any depth."""
+    if isinstance(value, list):
+        return [_base64_ids(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    return {k: base64.b64encode(bytes.fromhex(v)).decode() if k in _ID_KEYS and isinstance(v, str)
+            else _base64_ids(v) for k, v in value.items()}
+
+
 @dataclass
 class Received:
     traces: list[ExportTraceServiceRequest] = field(default_factory=list)
     logs: list[ExportLogsServiceRequest] = field(default_factory=list)
     metrics: list[ExportMetricsServiceRequest] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
+    json_bodies: list[Any] = field(default_factory=list)  # OTLP/JSON requests as they came
 
 
 class OtlpReceiver:
@@ -119,7 +137,11 @@ class OtlpReceiver:
             if message_type is None:
                 return 404
             message = message_type()
-            message.ParseFromString(body)
+            if "json" in {k.lower(): v for k, v in headers.items()}.get("content-type", ""):
+                self.received.json_bodies.append(json.loads(body))
+                json_format.ParseDict(_base64_ids(json.loads(body)), message)  # OTLP/JSON: ids in hex
+            else:
+                message.ParseFromString(body)
             self.received.headers.append(headers)
             if path == "/v1/traces":
                 self.received.traces.append(message)
