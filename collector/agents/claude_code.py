@@ -11,12 +11,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from collector.agents.claude_otel import CALL_KEYS, parse_log, signature
 from collector.agents.common import HookEnvelope, as_int, iso_to_ns, native_entry, text_message, usage_excluding_cache
 from collector.agents.families.claude_hooks import Dialect, HookProtocol
 from collector.model import AgentActivityEntry, RawRecord
 
+OTEL_KINDS = frozenset({"otel_log", "otel_span", "otel_metric"})  # spans and metrics make nothing (claude_otel)
+
 
 def parse(record: RawRecord) -> list[AgentActivityEntry]:
+    if record.kind == "otel_log":
+        return parse_log(record)
+    if record.kind in OTEL_KINDS:  # metrics repeat the api_request events' sums; beta spans: not mapped
+        return []
     if record.kind == "transcript":
         kind = record.data.get("type")
         handler = _TRANSCRIPT.get(kind) if isinstance(kind, str) else None
@@ -188,13 +195,20 @@ def _llm_response(record: RawRecord, data: dict[str, Any], message: dict[str, An
     }
     if scope:
         attrs.update(scope)
+    fresh, read, write = (usage.get(k) for k in ("input_tokens", "cache_read_input_tokens",
+                                                   "cache_creation_input_tokens"))
     attrs.update(usage_excluding_cache(
-        as_int(usage.get("input_tokens")) or 0,
+        as_int(fresh) or 0,
         as_int(usage.get("output_tokens")),
-        as_int(usage.get("cache_read_input_tokens")),
-        as_int(usage.get("cache_creation_input_tokens")),
+        as_int(read),
+        as_int(write),
         as_int(details.get("thinking_tokens")) if isinstance(details, dict) else None,
     ))
+    if "stop_reason" in message and stop is None:  # written while the answer streamed: placeholder usage
+        attrs["gen_ai.usage.incomplete"] = True
+    keys = [f"req:{data['requestId']}"] if isinstance(data.get("requestId"), str) else []
+    sig = signature(session, model, fresh, read, write)
+    attrs[CALL_KEYS] = keys + [sig] if sig else keys or None
     return native_entry(record, "llm.response", time_ns, session, str(message.get("id")), attrs)
 
 

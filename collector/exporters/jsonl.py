@@ -27,6 +27,7 @@ from typing import Any
 import orjson
 
 from collector.exporters.base import Entry, ExportError
+from collector.model.entry import delivery_id
 from collector.model.pilot_names import to_pilot
 from collector.util.private import open_private, opener, private_dir
 
@@ -91,8 +92,10 @@ class JsonlExporter:
                 os.fsync(f.fileno())
             for line in data[:end].splitlines():
                 try:
-                    eid = orjson.loads(line)["event.id"]
-                except (orjson.JSONDecodeError, KeyError, TypeError):
+                    eid = delivery_id(orjson.loads(line))
+                except orjson.JSONDecodeError:
+                    continue
+                if eid is None:
                     continue
                 self._remember(eid)
                 found.append(eid)
@@ -108,7 +111,7 @@ class JsonlExporter:
         lines = []
         recent = self._recent
         for n, entry in enumerate(batch):
-            eid = entry["event.id"]
+            eid = str(delivery_id(entry))
             if eid in recent:
                 self.skipped_duplicates += 1
                 self._orphans.discard(eid)  # offered again: committed with this batch
@@ -134,7 +137,7 @@ class JsonlExporter:
             self._cut(fd, before)  # a refused batch leaves nothing behind: offered again, it is written whole
             raise ExportError(f"cannot write {self.directory}: {exc.strerror}") from exc
         for entry in batch:
-            self._remember(entry["event.id"])
+            self._remember(str(delivery_id(entry)))
         self.written += len(lines)
         self._since_recovery += len(lines)
 

@@ -180,7 +180,9 @@ class Meter:
 
     def record(self, entry: Entry) -> None:
         name = entry.get("event.name")
-        if name == "llm.response":
+        if name == "llm.response" and entry.get("collector.correction"):
+            self._correction(entry)
+        elif name == "llm.response":
             self._llm(entry)
         elif name == "session.start":
             self.sessions.add(1, _attrs(entry, "session.source"))
@@ -226,6 +228,21 @@ class Meter:
         if error:
             self.errors.add(1, {**_attrs(entry, "gen_ai.provider.name"), "error.type": str(error)})
 
+
+    def _correction(self, entry: Entry) -> None:
+        """A model call delivered again with more exact usage (docs/merge.md): the latest convention's token
+        counters get what it adds to the values it replaces (``collector.replaces``); a histogram cannot take
+        back an observation and a counter cannot go down, so those are left as they were."""
+        replaced = entry.get("collector.replaces")
+        if not self.names.latest or not isinstance(replaced, dict):
+            return
+        base = {**_attrs(entry, "gen_ai.provider.name", "gen_ai.request.model", "gen_ai.response.model"),
+                "gen_ai.operation.name": "chat", "gen_ai.token.modality": "unknown"}
+        for key, counter in USAGE_COUNTERS.items():
+            if key in replaced:
+                delta = int((_number(entry.get(key)) or 0) - (_number(replaced[key]) or 0))
+                if delta > 0:
+                    _Recorder(self, counter).add(delta, base)
 
     def _usage(self, entry: Entry, base: dict[str, str]) -> None:
         """The latest convention's token instruments: a counter per category (input and output always, 0 when the

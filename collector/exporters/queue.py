@@ -61,6 +61,7 @@ from collector.exporters.base import Entry, Exporter, ExportError, PoisonSink, n
 from collector.exporters.queue_delivery import QueueCounters, QueueDelivery
 from collector.exporters.queue_log import ACK_FILE, Position, SegmentLog, segment_name
 from collector.exporters.queue_options import QueueOptions, new_log
+from collector.model.entry import delivery_id
 
 _log = logging.getLogger(__name__)
 
@@ -169,8 +170,8 @@ class QueuedExporter(QueueDelivery):
                 return batch
             fresh = []
             for entry in batch:
-                eid = entry.get("event.id")
-                if isinstance(eid, str) and eid in recent:
+                eid = delivery_id(entry)
+                if eid is not None and eid in recent:
                     recent.discard(eid)
                     self._counters.requeued += 1
                 else:

@@ -38,6 +38,7 @@ from typing import Any
 
 import orjson
 
+from collector.model.entry import delivery_id
 from collector.util import private
 from collector.util.atomic import atomic_write
 
@@ -54,8 +55,8 @@ def _event_id(line: bytes) -> list[str]:
         value = orjson.loads(line)
     except orjson.JSONDecodeError:
         return []
-    eid = value.get("event.id") if isinstance(value, dict) else None
-    return [eid] if isinstance(eid, str) else []
+    eid = delivery_id(value)
+    return [eid] if eid is not None else []
 
 
 def segment_name(number: int) -> str:

@@ -256,7 +256,8 @@ class _Builder:
                 key = str(entry.get("gen_ai.response.id") or entry.get("event.id"))
                 responses.setdefault(key, []).append(entry)
         for key, parts in responses.items():
-            response = parts[0]
+            # a correction (docs/merge.md) is the call with its exact usage: the span takes the last one
+            response = next((p for p in reversed(parts) if p.get("collector.correction")), parts[0])
             request_index = self._match_request(response, requests, used)
             request = requests[request_index] if request_index is not None else None
             if request_index is not None:

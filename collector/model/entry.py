@@ -67,6 +67,17 @@ def hook_call_key(payload: Any, time_ns: int) -> str:
 UNREADABLE = "collector.unreadable"
 
 
+def delivery_id(entry: Any) -> str | None:
+    """What an exporter that drops an entry it delivered already (a replay after a crash) knows it by: its
+    ``event.id``; for a correction (``collector.correction``, docs/merge.md), that id and the correction's
+    own digest, so the correction is delivered once and the entry it corrects is not taken for it."""
+    eid = entry.get("event.id") if isinstance(entry, dict) else None
+    if not isinstance(eid, str):
+        return None
+    correction = entry.get("collector.correction")
+    return f"{eid}/{correction}" if isinstance(correction, str) and correction else eid
+
+
 @dataclass(slots=True)
 class AgentActivityEntry:
     """Builder for one entry. ``attributes`` holds every optional dotted field."""

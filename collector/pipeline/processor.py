@@ -1,8 +1,9 @@
 """The pipeline proper: raw records in, finished entries out.
 
-boundary check -> declared field types (collector.pipeline.field_types) -> parse (agent parser) -> dedupe ->
+boundary check -> declared field types (collector.pipeline.field_types) -> parse (agent parser) -> merge (one model
+call one llm.response, collector.pipeline.merge) -> dedupe ->
 boundary check -> enrich -> correlate -> turns (``turn.key``/``turn.ends``, collector.pipeline.turns) ->
-status -> content policy -> masking -> encode check.
+upstream turn links (collector.pipeline.turn_links) -> status -> content policy -> masking -> encode check.
 A record failing at any stage is quarantined (collector.pipeline.quarantine); its neighbours go on.
 Nothing here knows a particular agent; parsers are looked up by the record's agent.
 """
@@ -29,7 +30,9 @@ from collector.pipeline.dedupe import Deduper
 from collector.pipeline.field_types import FieldTypes
 from collector.pipeline.invocation import Invocations
 from collector.pipeline.masking import Masker, default_masker
+from collector.pipeline.merge import Merger, Review
 from collector.pipeline.quarantine import Due, Quarantine, describe
+from collector.pipeline.turn_links import TurnLinks
 from collector.pipeline.turns import TurnMarker
 from collector.pipeline.workspace import WorkspaceRoots
 
@@ -60,6 +63,7 @@ class PipelineStats:
     records: int = 0
     entries: int = 0
     duplicates: int = 0
+    corrections: int = 0  # model calls delivered again with more exact usage (collector.pipeline.merge)
     parse_errors: int = 0
     unknown_agent: int = 0
     quarantined: int = 0
@@ -102,10 +106,12 @@ class Pipeline:
         stampers: Sequence[EntryStamper] = (),
         invocations: Invocations | None = None,
         drop_agent_fields: bool = False,
+        turn_links: TurnLinks | None = None,
     ) -> None:
         self.agents = agents
         self.resource = resource
         self.deduper = Deduper(seen_in_store)
+        self.merger = Merger()
         self.correlator = correlator
         self.masking = masking
         self.status = status
@@ -122,6 +128,8 @@ class Pipeline:
         self.stampers = tuple(stampers)
         # per-invocation context of a session (collector.pipeline.invocation): before the other stamps
         self.invocations = invocations
+        # a turn's upstream span from LoongSuite Pilot's correlation files (collector.pipeline.turn_links)
+        self.turn_links = turn_links
         # collector.export_agent_fields off: an agent's own agent.<id>.* fields leave no exporter
         self.drop_agent_fields = drop_agent_fields
 
@@ -185,18 +193,21 @@ class Pipeline:
         if self.invocations is not None:  # hook records first: a session's context is known to all its entries
             for record, entries, _ in parsed:
                 self.invocations.observe(record, entries)
-        fresh_ids = {e["event.id"] for e in self.deduper.fresh([e for _, es, _ in parsed for e in es])}
+        made = [e for _, es, _ in parsed for e in es]
+        review = self.merger.review(made)
+        passed = review.dropped | review.corrections  # a correction is delivered again, on purpose
+        fresh_ids = {e["event.id"] for e in self.deduper.fresh([e for e in made if id(e) not in passed])}
         out: list[dict[str, Any]] = []
         origins: list[tuple[int, RawRecord]] = []
         for record, entries, named in parsed:
             if guard is not None:
                 guard.enter_again(named, record)
-            made = self._guarded(record, self._finish_record, record, entries, fresh_ids)
-            if made is None:
+            done = self._guarded(record, self._finish_record, record, entries, fresh_ids, review)
+            if done is None:
                 self.deduper.forget(e["event.id"] for e in entries)
-            elif made:
+            elif done:
                 origins.append((len(out), record))
-                out.extend(made)
+                out.extend(done)
         return Output(out, paths, origins)
 
     def finish(self, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -214,7 +225,7 @@ class Pipeline:
     def attribute_problems(self) -> dict[str, int]:
         """What the stamps refused or could not read, per reason (a stamp's ``problems``, if it has them)."""
         out: dict[str, int] = {}
-        for stamper in (*self.stampers, self.invocations):
+        for stamper in (*self.stampers, self.invocations, self.turn_links):
             for reason, count in getattr(stamper, "problems", {}).items():
                 out[reason] = out.get(reason, 0) + count
         return out
@@ -279,14 +290,17 @@ class Pipeline:
         self.quarantine.add(record, "crash", "the collector died while processing it", settings.capture)
 
     def _finish_record(self, record: RawRecord, entries: list[dict[str, Any]],
-                       fresh_ids: set[str]) -> list[dict[str, Any]]:
+                       fresh_ids: set[str], review: Review) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         emitted = False
         for entry in entries:
-            if entry["event.id"] not in fresh_ids:
+            if id(entry) in review.corrections:
+                self.stats.corrections += 1
+            elif entry["event.id"] not in fresh_ids or id(entry) in review.dropped:
                 self.stats.duplicates += 1
                 continue
-            fresh_ids.discard(entry["event.id"])  # a second copy within the batch is a duplicate too
+            else:
+                fresh_ids.discard(entry["event.id"])  # a second copy within the batch is a duplicate too
             out.append(self._finish(entry))
             emitted = True
             self._observe_status(out, entry, record)
@@ -325,6 +339,9 @@ class Pipeline:
         self.correlator.apply(entry)
         self._stage = "turns"
         self.turns.apply(entry)
+        if self.turn_links is not None:  # needs the turn and the prompt's text: before the content policy
+            self._stage = "upstream"
+            self.turn_links.apply(entry)
         self._stage = "policy"
         if self.drop_agent_fields:
             _drop_agent_fields(entry, agent)

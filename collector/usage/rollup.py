@@ -100,6 +100,13 @@ def add_since(db: sqlite3.Connection, last: int) -> None:
     db.execute(_UPSERT.format(since=" AND e.id > ?"), (last,))
 
 
+def add_rows(db: sqlite3.Connection, ids: list[int], remove: bool = False) -> None:
+    """Add the rows ``ids`` to the rollup, or take them out of it (``remove``; their first and last times
+    stay): what a correction of stored rows does around its UPDATE (collector.usage.corrections)."""
+    sql = _UPSERT.format(since=f" AND e.id IN ({','.join('?' * len(ids))})")
+    db.execute(sql.replace("+ excluded.", "- excluded.") if remove else sql, ids)
+
+
 def usable(db: sqlite3.Connection, thresholds: Iterable[int]) -> bool:
     """Can reports read the rollup? (It exists, is current, and the price table's tiers fit its bands.)"""
     try:

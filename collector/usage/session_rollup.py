@@ -76,6 +76,13 @@ def add_since(db: sqlite3.Connection, last: int) -> None:
     db.execute(_UPSERT.format(since=" AND e.id > ?"), (last,))
 
 
+def add_rows(db: sqlite3.Connection, ids: list[int], remove: bool = False) -> None:
+    """Add the rows ``ids`` to the rollup, or take them out of it (``remove``; their first and last times
+    stay): what a correction of stored rows does around its UPDATE (collector.usage.corrections)."""
+    sql = _UPSERT.format(since=f" AND e.id IN ({','.join('?' * len(ids))})")
+    db.execute(sql.replace("+ excluded.", "- excluded.") if remove else sql, ids)
+
+
 def prune(db: sqlite3.Connection, cutoff_ns: int) -> None:
     """Inside the retention's transaction: drop the days the entries' pruning dropped (before the cutoff's day)."""
     db.execute("DELETE FROM session_usage WHERE day < ?", (cutoff_ns // DAY_NS,))

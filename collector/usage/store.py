@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import collector.usage.corrections as corrections
 import collector.usage.rollup as rollup
 import collector.usage.session_rollup as session_rollup
 from collector.usage.rows import DETAIL_COLUMNS, event_key, event_row, fold_sessions, git_labels, session_row, utc_day
@@ -116,6 +117,8 @@ _ADDED = GIT_COLUMNS + DETAIL_COLUMNS  # columns an older store gets by ALTER TA
 # None through an adapter lookup that raises and clears two AttributeErrors, 180 ns each, where a str is
 # bound at once; a row has a dozen.
 _NOT_NULL = {"event_id", "name", "time_ns", "day", "agent", "input", "output", "cache_read", "cache_write", "reasoning"}
+_UPDATED = _COLUMNS[1:] + _ADDED  # what a correction rewrites (event_row's values after its key and id)
+_NULLABLE = frozenset(_UPDATED) - _NOT_NULL
 _INSERT = (f"INSERT OR IGNORE INTO events(k,{','.join(_COLUMNS + _ADDED)}) VALUES(?,"
            + ",".join("?" if c in _NOT_NULL else "NULLIF(?, '')" for c in _COLUMNS + _ADDED) + ")")
 _SESSION_UPSERT = """
@@ -247,6 +250,7 @@ class UsageStore:
         self._pruned_day = ""
         self.inserted = 0
         self.duplicates = 0
+        self.corrected = 0  # stored rows replaced by a correction (docs/merge.md)
         self.pruned = 0
 
     def meta(self, key: str) -> str | None:
@@ -267,8 +271,11 @@ class UsageStore:
         return upto, dict(rows.fetchall())
 
     def add(self, entries: Sequence[dict[str, Any]]) -> int:
-        """Insert the entries not stored yet, in one committed transaction; returns how many were new."""
-        rows, keys, collided = self._new_rows(list(map(event_row, entries)))
+        """Insert the entries not stored yet, in one committed transaction; returns how many were new. A
+        correction (``collector.correction``) updates its stored row instead (collector.usage.corrections)."""
+        plain, corrected = corrections.split(entries)
+        updates, inserted = self._corrections(corrected)
+        rows, keys, collided = self._new_rows(list(map(event_row, [*plain, *inserted])))
         sessions = fold_sessions(session_row(e) for e in entries)
         models = {(row[10], row[9] or "") for row in rows if row[10]} - self._models
         merge = len(self._pending) + len(keys) >= MERGE_AT
@@ -276,6 +283,7 @@ class UsageStore:
         db.execute("BEGIN IMMEDIATE")
         try:
             last = rollup.last_id(db)
+            corrections.apply(db, updates, _UPDATED, _NULLABLE)
             before = db.total_changes
             db.executemany(_INSERT, rows)
             added = db.total_changes - before
@@ -296,9 +304,26 @@ class UsageStore:
         self._collided.update(collided)
         self._models |= models
         self.inserted += added
-        self.duplicates += len(entries) - added
+        self.duplicates += len(entries) - added - len(updates)
+        self.corrected += len(updates)
         self.prune()
         return added
+
+    def _corrections(self, entries: list[dict[str, Any]]) -> tuple[list[tuple[int, tuple[Any, ...]]],
+                                                                   list[dict[str, Any]]]:
+        """The stored rows the corrections replace (row id, new values), and the corrections of rows not
+        stored, to insert. A correction of an id stored without a key (a collision) is left out."""
+        updates, inserted = [], []
+        for entry in entries:
+            row = event_row(entry)
+            if str(row[1]) in self._collided:
+                continue
+            rowid = corrections.stored_id(self._db, row[0], str(row[1]), self._upto)
+            if rowid is None:
+                inserted.append(entry)
+            else:
+                updates.append((rowid, row[2:]))
+        return updates, inserted
 
     def _new_rows(self, rows: list[tuple[Any, ...]]) -> tuple[list[tuple[Any, ...]], dict[int, str], set[str]]:
         """The rows of ids not stored yet, in order; the keys they take (key: id); the ids stored without a

@@ -22,12 +22,19 @@ def _record(agent: str, kind: str) -> RawRecord:
     return RawRecord(agent, kind, OTEL_LOG, "fp", "0:0", 1796000000000000000, {}, True)
 
 
-@pytest.mark.parametrize("name", ["canonical", "claude_code", "codex", "copilot", "qwen_code", "gemini_cli"])
+@pytest.mark.parametrize("name", ["canonical", "codex", "copilot", "qwen_code", "gemini_cli"])
 @pytest.mark.parametrize("kind", ["otel_log", "otel_span", "otel_metric"])
 def test_a_parser_without_otel_kinds_counts_otel_records(name: str, kind: str) -> None:
     made = registry.load_parser(name)(_record("some-agent", kind))
     assert [(e.name, e.agent, e.attributes["reason"]) for e in made] == \
         [(UNREADABLE, "some-agent", f"{kind} records are not parsed yet")]
+
+
+def test_claude_code_parses_its_telemetry_itself() -> None:
+    # collector.agents.claude_code names all three kinds: its api_request event makes a model call
+    parser = registry.load_parser("claude_code")
+    assert [e.name for e in parser(_record("claude-code", "otel_log"))] == ["llm.response"]
+    assert parser(_record("claude-code", "otel_span")) == parser(_record("claude-code", "otel_metric")) == []
 
 
 def test_a_parser_that_names_its_otel_kinds_gets_those(monkeypatch: pytest.MonkeyPatch) -> None:
