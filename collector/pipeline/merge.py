@@ -152,8 +152,9 @@ def _merge(call: _Call, entry: dict[str, Any]) -> dict[str, Any]:
         if key in _OWN or value is None:
             continue
         if key in USAGE:
-            if mine > call.ranks.get(key, 0) and merged.get(key) != value:
-                changed[key] = merged.get(key)
+            if mine > call.ranks.get(key, 0):  # an equal value now has the more exact source
+                if merged.get(key) != value:
+                    changed[key] = merged.get(key)
                 merged[key], call.ranks[key], sources[key] = value, mine, source
             elif key not in merged:
                 changed[key] = None

@@ -9,7 +9,8 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from collector.usage import rollup, session_rollup
+import collector.usage.rollup as rollup
+import collector.usage.session_rollup as session_rollup
 
 CORRECTION = "collector.correction"
 
