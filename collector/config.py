@@ -58,6 +58,7 @@ class CollectorSection:
     stop_timeout_s: float = 2.5  # on a stop: how long the exporters may take to send what is queued
     git_attributes: bool = True  # vcs.* and git.worktree.* of the entry's working tree (pipeline.git_attributes)
     upstream_trace_link: bool = False  # a session started with TRACEPARENT: its turns under that span
+    correlation_dir: str = "~/.loongsuite-pilot/acp-correlate"  # LoongSuite Pilot's per-turn upstream spans
     export_agent_fields: bool = False  # keep an agent's own agent.<id>.* fields in the entries (else dropped)
 
 

@@ -25,6 +25,7 @@ from collector.pipeline.content_policy import (
     load_or_create_key,
     policy_for,
 )
+from collector.pipeline.correlation_files import CorrelationFiles
 from collector.pipeline.crash_guard import CrashGuard
 from collector.pipeline.field_types import FieldTypes
 from collector.pipeline.git_attributes import GitAttributes
@@ -32,6 +33,7 @@ from collector.pipeline.masking import Masker, MaskingRuleError, load_rules
 from collector.pipeline.processor import AgentSettings, Pipeline
 from collector.pipeline.quarantine import Quarantine, quarantine_dir
 from collector.pipeline.status import SessionStatusTracker
+from collector.pipeline.turn_links import TurnLinks
 
 log = logging.getLogger("collector")  # the daemon's lines, as the Service's
 
@@ -99,8 +101,15 @@ class PipelineAssembly:
                             masker=masker, guard=guard,
                             stampers=self._stampers(),
                             invocations=self.sessions.make_invocations(cap, col.upstream_trace_link),
-                            drop_agent_fields=not col.export_agent_fields)
+                            drop_agent_fields=not col.export_agent_fields, turn_links=self._turn_links(cap))
         return Assembled(pipeline, status, guard)
+
+    def _turn_links(self, cap: int) -> TurnLinks | None:
+        """LoongSuite Pilot's correlation files, read when upstream trace linking is on and a folder is named."""
+        col = self.config.collector
+        if not (col.upstream_trace_link and col.correlation_dir):
+            return None
+        return self.sessions.make_turn_links(cap, CorrelationFiles(self.paths.expand(col.correlation_dir)))
 
     def _stampers(self) -> list[EntryStamper]:
         """Git attributes (the agent's own facts), then the global custom attributes."""

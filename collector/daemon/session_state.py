@@ -1,7 +1,7 @@
 """The pipeline's per-session state in the checkpoint store: the correlator's, the status tracker's,
-the turn marker's and the invocation contexts' sessions, one scope each (``CheckpointStore.session``), so
-that memory holds at most ``collector.sessions_in_memory`` of them and a session evicted or left open at a
-stop is loaded back when its agent writes again (or the idle rule closes it)."""
+the turn marker's, the invocation contexts' and the upstream turn links' sessions, one scope each
+(``CheckpointStore.session``), so that memory holds at most ``collector.sessions_in_memory`` of them and a
+session evicted or left open at a stop is loaded back when its agent writes again (or the idle rule closes it)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,10 @@ from typing import Any
 
 from collector.definitions.status_rules import AgentStatusRules
 from collector.pipeline.correlate import Correlator
+from collector.pipeline.correlation_files import CorrelationFiles
 from collector.pipeline.invocation import Invocations
 from collector.pipeline.status import SessionStatusTracker
+from collector.pipeline.turn_links import TurnLinks
 from collector.pipeline.turns import TurnMarker
 from collector.state.checkpoints import CheckpointStore, Commit, SessionRow
 
@@ -21,6 +23,7 @@ CORRELATOR_SCOPE = "correlator"  # per-session state in the checkpoint store (co
 STATUS_SCOPE = "status"
 TURNS_SCOPE = "turns"
 INVOCATIONS_SCOPE = "invocations"
+TURN_LINKS_SCOPE = "turn_links"
 OLDER_KEYS = ("correlator", SESSIONS_KEY, "turns")  # an older version's all-in-one values, one per part
 
 
@@ -36,6 +39,7 @@ class SessionState:
     status: SessionStatusTracker | None = None
     turns: TurnMarker | None = None
     invocations: Invocations | None = None
+    turn_links: TurnLinks | None = None
 
     def make_correlator(self, cap: int) -> Correlator:
         store = self.store
@@ -66,6 +70,11 @@ class SessionState:
                                        saved=bool(store.recent_sessions(INVOCATIONS_SCOPE, 1)))
         return self.invocations
 
+    def make_turn_links(self, cap: int, files: CorrelationFiles) -> TurnLinks:
+        store = self.store
+        self.turn_links = TurnLinks(files, cap, lambda key: store.session(TURN_LINKS_SCOPE, key))
+        return self.turn_links
+
     def rows(self) -> list[SessionRow]:
         """The per-session state changed since the last commit (correlator, turn marker, status tracker)."""
         rows = []
@@ -74,6 +83,8 @@ class SessionState:
             rows += [SessionRow(TURNS_SCOPE, k, v) for k, v in self.turns.changes()]
         if self.invocations is not None:
             rows += [SessionRow(INVOCATIONS_SCOPE, k, v) for k, v in self.invocations.changes()]
+        if self.turn_links is not None:
+            rows += [SessionRow(TURN_LINKS_SCOPE, k, v) for k, v in self.turn_links.changes()]
         if self.status is not None:
             rows += [SessionRow(STATUS_SCOPE, k, v, last, due) for k, v, last, due in self.status.changes()]
         return rows
