@@ -59,6 +59,7 @@ def pipeline_status(pipeline: Pipeline | None) -> dict[str, Any]:
         return {}
     stats = pipeline.stats
     return {"records": stats.records, "entries": stats.entries, "duplicates": stats.duplicates,
+            "corrections": stats.corrections,  # docs/merge.md
             "parse_errors": stats.parse_errors, "by_event": stats.by_event, "without_model": stats.without_model,
             "times_replaced": stats.times_replaced, "unreadable": stats.unreadable, "truncated": stats.truncated,
             "attributes_left_out": pipeline.attribute_problems()}

@@ -87,6 +87,7 @@ class UsageStoreExporter:
         store = self._store
         stats: dict[str, Any] = {"written": store.inserted if store else 0,
                                  "duplicates_skipped": store.duplicates if store else 0,
+                                 "corrected": store.corrected if store else 0,  # docs/merge.md
                                  "pruned": store.pruned if store else 0, "path": str(self.path)}
         if self.error is not None:
             stats["error"] = self.error

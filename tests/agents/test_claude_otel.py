@@ -109,6 +109,8 @@ def test_transcript_first_then_telemetry_corrects_the_call(tmp_path: Path) -> No
     placeholder = next(e for e in corrections if e["collector.replaces"].get("gen_ai.usage.output_tokens") == 1)
     assert placeholder["gen_ai.usage.output_tokens"] == 17 and "gen_ai.usage.incomplete" not in placeholder
     assert set(_last_per_id(entries)) == set(first)  # the same ids: one entry per call
+    status = json.loads((paths.state_dir / "status.json").read_text())
+    assert status["pipeline"]["corrections"] == status["exporters"]["usage_store"]["corrected"] == len(corrections)
     assert _totals(_report(paths)) == _truth()
 
 
