@@ -99,3 +99,36 @@ def test_with_linking_off_the_file_is_not_read(tmp_path: Path, receiver: OtlpRec
     assert not status["pipeline"].get("attributes_left_out")
     roots = [s for s in receiver.spans() if s["name"] == "invoke_agent qwen-code"]
     assert len(roots) == 2 and all(r["parent_id"] is None for r in roots)
+
+
+def test_a_restart_keeps_the_linked_turn_and_does_not_use_the_record_again(tmp_path: Path,
+                                                                          receiver: OtlpReceiver) -> None:
+    """A first `collect --once` reads the hook lines of the first turn (the session record links it); the
+    rest, the transcript with it, is read by a second one: the first turn's transcript entries are still
+    under the session record's span (the checkpoint store kept the link), and the second turn, which no
+    turn record names now, is not given the used session record again but the environment's TRACEPARENT."""
+    paths = prepare(tmp_path, receiver.endpoint, link=True)
+    correlation = paths.home / ".loongsuite-pilot" / "acp-correlate" / f"{SESSION}.jsonl"
+    correlation.write_text(correlation.read_text().splitlines(keepends=True)[0])  # the session record only
+    spool = next(paths.spool_dir.glob("*/*.jsonl"))
+    lines = spool.read_text().splitlines(keepends=True)
+    cut = next(n for n, line in enumerate(lines) if SECOND_PROMPT.replace("`", "") in line.replace("`", ""))
+    spool.write_text("".join(lines[:cut]))
+    shutil.rmtree(paths.home / ".qwen")  # the transcript comes with the second part
+    collect_cli(paths)
+    early = read_output(paths.output_dir)
+    assert {(e["upstream.parent_span_id"], e["upstream.correlation"]) for e in early if "turn.key" in e} == {
+        (SESSION_SPAN[1], "session")}
+    with spool.open("a") as f:
+        f.writelines(lines[cut:])
+    shutil.copytree(CASE / "home", paths.home, symlinks=True, dirs_exist_ok=True)
+    collect_cli(paths)
+    seen = {e["event.id"] for e in early}
+    later = [e for e in read_output(paths.output_dir) if e["event.id"] not in seen and "turn.key" in e]
+    first_turn = next(e["turn.key"] for e in early if e["event.name"] == "user.prompt")
+    again = [e for e in later if e["turn.key"] == first_turn]
+    rest = [e for e in later if e["turn.key"] != first_turn]
+    assert again and {e.get("source.kind") for e in again} == {"transcript"}
+    assert {(e["upstream.parent_span_id"], e["upstream.correlation"]) for e in again} == {(SESSION_SPAN[1], "session")}
+    assert rest and {(e["upstream.trace_id"], e["upstream.parent_span_id"], e.get("upstream.correlation"))
+                     for e in rest} == {(*ENV, None)}
