@@ -12,11 +12,12 @@ it sends a prompt:
   ``TRACEPARENT`` and applies it to the first turn).
 
 Pilot deletes the files after its TTL (24 h); we only read them. The directory is written by other
-programs, so everything in it is hostile: the session id is checked before it becomes a file name, only
-a regular file is opened (``collector.util.regular``), at most ``MAX_FILE_BYTES`` of it and
-``MAX_LINES`` lines are read, and a line that is not such a record (not JSON, another type, a traceparent
-that is not W3C's) is skipped and counted in ``problems`` (shown by ``status``). A file is read again only
-when its modification time or size changed.
+programs, so everything in it is hostile: the session id is checked before it becomes a file name; the
+file is opened without following a symlink and read only if its descriptor is a regular file (as
+``collector.util.regular`` does); at most ``MAX_FILE_BYTES`` of it and ``MAX_LINES`` lines are read; a
+line that is not such a record (not JSON, another type, another session's ``sessionId``, a traceparent
+that is not W3C's) is skipped and counted in ``problems`` (shown by ``status``). A file is read again
+only when its modification time or size changed.
 """
 
 from __future__ import annotations
@@ -90,11 +91,11 @@ class CorrelationFiles:
             self._count(f"not readable ({exc.strerror or exc}), skipped")
             return []
         try:
-            return self._read(name, fd)
+            return self._read(name[: -len(".jsonl")], name, fd)
         finally:
             os.close(fd)
 
-    def _read(self, name: str, fd: int) -> list[Record]:
+    def _read(self, session_id: str, name: str, fd: int) -> list[Record]:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             self._count("not a regular file, skipped")
@@ -106,13 +107,13 @@ class CorrelationFiles:
             return cached[1]
         if st.st_size > MAX_FILE_BYTES:
             self._count(f"over {MAX_FILE_BYTES} bytes, only its first {MAX_FILE_BYTES} read")
-        records = self._parse(read_all(fd, MAX_FILE_BYTES))
+        records = self._parse(session_id, read_all(fd, MAX_FILE_BYTES))
         self._cache[name] = (stamp, records)
         while len(self._cache) > FILES_CACHED:
             self._cache.popitem(last=False)
         return records
 
-    def _parse(self, data: bytes) -> list[Record]:
+    def _parse(self, session_id: str, data: bytes) -> list[Record]:
         lines = data.split(b"\n")
         if len(data) >= MAX_FILE_BYTES and lines:
             lines.pop()  # cut at the cap: the last line is not whole
@@ -123,12 +124,12 @@ class CorrelationFiles:
         for number, line in enumerate(lines):
             if not line.strip():
                 continue
-            record = self._record(number, line)
+            record = self._record(session_id, number, line)
             if record is not None:
                 out.append(record)
         return out
 
-    def _record(self, number: int, line: bytes) -> Record | None:
+    def _record(self, session_id: str, number: int, line: bytes) -> Record | None:
         if len(line) > MAX_LINE_BYTES:
             self._skip(f"a line over {MAX_LINE_BYTES} bytes")
             return None
@@ -149,6 +150,10 @@ class CorrelationFiles:
             self._skip("a line whose traceparent is not a W3C traceparent")
             return None
         ident = hashlib.sha256(b"%d:" % number + line).hexdigest()[:32]
+        named = data.get("sessionId", session_id)
+        if named != session_id:
+            self._skip("a line naming another session")
+            return None
         if kind == "session":
             return Record(ident, kind, parent)
         content_hash, prefix = data.get("contentHash", ""), data.get("contentPrefix", "")

@@ -84,6 +84,7 @@ def test_a_symlink_fifo_or_directory_is_refused_and_counted(tmp_path: Path) -> N
     (json.dumps({"type": "turn", "contentHash": 5, "traceparent": TP}), "not a string"),
     (turn_line(prefix="p" * 5000), "not a string of at most"),
     (json.dumps({"type": "session", "traceparent": TP, "pad": "x" * 17000}), "over 16384 bytes"),
+    (json.dumps({"type": "turn", "sessionId": "s2", "contentPrefix": "x", "traceparent": TP}), "another session"),
 ])
 def test_a_bad_line_is_skipped_and_counted_and_its_neighbours_kept(tmp_path: Path, line: str, reason: str) -> None:
     write(tmp_path, "s1", turn_line(prefix="first"), line, turn_line(prefix="last"))
