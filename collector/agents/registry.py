@@ -17,6 +17,7 @@ import collector.agents.codex as codex
 import collector.agents.copilot as copilot
 import collector.agents.entire_plugin as entire_plugin
 import collector.agents.gemini_cli as gemini_cli
+import collector.agents.hermes as hermes
 import collector.agents.kimi as kimi
 import collector.agents.mistral_vibe as mistral_vibe
 import collector.agents.opencode as opencode
@@ -29,7 +30,7 @@ from collector.registry import Plugin, Registry
 ParserBuilder = Callable[[dict[str, Any]], Parser]
 OTEL_KINDS = frozenset({"otel_log", "otel_span", "otel_metric"})  # collector.sources.otlp_records.KINDS
 
-_MODULES = (canonical, claude_code, cline, codex, copilot, entire_plugin, gemini_cli, kimi, mistral_vibe,
+_MODULES = (canonical, claude_code, cline, codex, copilot, entire_plugin, gemini_cli, hermes, kimi, mistral_vibe,
             opencode, pi, qwen_code)
 
 
