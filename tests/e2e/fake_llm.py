@@ -192,6 +192,13 @@ READ_TOOLS: dict[str, Callable[[str], Json]] = {
 }
 
 
+def _shell_args(conv: Conversation, tool: str, command: str) -> Json:
+    args = SHELL_TOOLS[tool](command)
+    if conv.tool_params.get(tool) == {"command", "timeout_seconds"}:  # Mistral Vibe's bash allows no other field
+        args.pop("description", None)
+    return args
+
+
 class ScriptedHTTPError(Exception):
     """The script answers this model call with an HTTP error instead of a completion."""
 
@@ -223,8 +230,8 @@ def decide(conv: Conversation) -> Decision:
     if commands:
         tool = _first_offered(conv, SHELL_TOOLS)
         if tool:
-            more = [(tool, SHELL_TOOLS[tool](c)) for c in commands[1:]]
-            return Decision("tool", tool=tool, args=SHELL_TOOLS[tool](commands[0]), more=more)
+            more = [(tool, _shell_args(conv, tool, c)) for c in commands[1:]]
+            return Decision("tool", tool=tool, args=_shell_args(conv, tool, commands[0]), more=more)
     read = find_read_path(conv.prompt)
     if read:
         tool = _first_offered(conv, READ_TOOLS)

@@ -1,0 +1,131 @@
+"""Real Mistral Vibe 3.0.2 (PyPI ``mistral-vibe``, installed by pip_agents.py) against the fake Chat
+Completions server, headless (``vibe -p ... --output streaming --auto-approve``) in a throwaway HOME, then the
+real ``agent-collector collect --once``: read from Vibe's session store alone (nothing is deployed). Every
+model call's tokens are checked against the usage the server sent, with the tool calls and their outcome.
+
+Offline setup (``~/.vibe/config.toml``): a ``mistral``-backend provider at the fake server, and every
+phone-home off: ``vibe_base_url``/``console_base_url`` point at the fake server (Vibe fetches a managed
+config from there at every start; the 404 it gets is ignored), telemetry, update checks, experiments,
+the model catalog, registry skills, connectors, notifications and OpenTelemetry disabled.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_llm import FakeLLMServer
+from pip_agents import ensure_pip_agent
+from support import entry_tokens, make_paths, read_output, tool_pairs, truth_from_lines
+from support.collect_once import collect_cli
+
+pytestmark = pytest.mark.e2e
+AGENT = "mistral-vibe"
+CONFIG = """active_model = "fake"
+enable_telemetry = false
+enable_update_checks = false
+enable_auto_update = false
+enable_notifications = false
+enable_connectors = false
+experimental_enable_model_catalog = false
+experimental_enable_registry_skills = false
+enable_otel = false
+vibe_base_url = "{url}"
+console_base_url = "{url}"
+
+[experiments]
+enable = false
+
+[[providers]]
+name = "fake"
+api_base = "{url}/v1"
+api_key_env_var = "FAKE_VIBE_API_KEY"
+backend = "mistral"
+
+[[models]]
+name = "devstral-fake"
+provider = "fake"
+alias = "fake"
+input_price = 0.0
+output_price = 0.0
+max_context_length = 200000
+"""
+
+
+@pytest.fixture(scope="module")
+def vibe() -> Path:
+    return ensure_pip_agent(AGENT)
+
+
+class Run:
+    def __init__(self, root: Path, server: FakeLLMServer, exe: Path) -> None:
+        self.home, self.work, self.server, self.exe = root / "home", root / "work", server, exe
+        (self.home / ".vibe").mkdir(parents=True)
+        self.work.mkdir()
+        (self.home / ".vibe" / "config.toml").write_text(CONFIG.format(url=server.url))
+        self.paths = make_paths(root, self.home)
+
+    def prompt(self, text: str, *extra: str) -> None:
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(self.home), "FAKE_VIBE_API_KEY": "sk-fake-e2e", "TERM": "dumb"}
+        done = subprocess.run([str(self.exe), "-p", text, "--output", "streaming", "--auto-approve", *extra],
+                              cwd=self.work, env=env, capture_output=True, timeout=240, stdin=subprocess.DEVNULL)
+        assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
+
+    def collect(self) -> list[dict[str, Any]]:
+        status = collect_cli(self.paths, timeout=120)
+        assert not status["pipeline"]["unreadable"] and not status["pipeline"]["parse_errors"], status["pipeline"]
+        return read_output(self.paths.output_dir)
+
+    def served(self) -> Counter[tuple[int, int, int, int]]:
+        return truth_from_lines(self.server.responses)
+
+
+def check_exact(run: Run, entries: list[dict[str, Any]], calls: int) -> None:
+    served = run.served()
+    assert sum(served.values()) == calls, run.server.decisions()
+    assert entry_tokens(entries) == served, "every model call, with the server's exact usage"
+
+
+def test_tool_then_answer(vibe: Path, fake_llm: FakeLLMServer, tmp_path: Path) -> None:
+    run = Run(tmp_path, fake_llm, vibe)
+    run.prompt("Please run `echo hi` in the shell and tell me what it printed.")
+    entries = run.collect()
+    check_exact(run, entries, 2)
+    names = Counter(e["event.name"] for e in entries)
+    assert {k: names[k] for k in ("session.start", "user.prompt", "llm.response", "tool.call", "tool.result")} == {
+        "session.start": 1, "user.prompt": 1, "llm.response": 2, "tool.call": 1, "tool.result": 1}
+    ((call_id, pair),) = tool_pairs(entries).items()
+    assert call_id.startswith("call_") and pair == (1, 1, "success")
+    (prompt,) = [e for e in entries if e["event.name"] == "user.prompt"]
+    turned = [e for e in entries if e["event.name"] in ("llm.response", "tool.call", "tool.result")]
+    assert {e["gen_ai.turn.id"] for e in turned} == {prompt["gen_ai.turn.id"]}
+    assert len({e["gen_ai.session.id"] for e in entries}) == 1
+
+
+def test_failing_command_is_an_error(vibe: Path, fake_llm: FakeLLMServer, tmp_path: Path) -> None:
+    run = Run(tmp_path, fake_llm, vibe)
+    run.prompt("Please run `ls /nonexistent-e2e-dir` in the shell and tell me what it printed.")
+    entries = run.collect()
+    check_exact(run, entries, 2)
+    (result,) = [e for e in entries if e["event.name"] == "tool.result"]
+    assert result["tool.result.status"] == "error" and result["error.type"] == "exit_code"
+    assert result["process.exit.code"] not in (None, 0)
+
+
+def test_two_turns_across_a_resume_read_live(vibe: Path, fake_llm: FakeLLMServer, tmp_path: Path) -> None:
+    """``--continue`` takes the session up again in a new process, in the same folder and id. Vibe deletes
+    the first turn's journal segment at a later snapshot, so the collector reads each turn as it lands."""
+    run = Run(tmp_path, fake_llm, vibe)
+    run.prompt("Please run `echo hi` in the shell and tell me what it printed.")
+    first = run.collect()
+    run.prompt("Please run `echo again` in the shell and tell me what it printed.", "--continue")
+    entries = run.collect()
+    check_exact(run, entries, 4)
+    assert len(entries) > len(first)
+    assert len({e["gen_ai.session.id"] for e in entries}) == 1
+    prompts = [e for e in entries if e["event.name"] == "user.prompt"]
+    assert len(prompts) == 2 and len({p["gen_ai.turn.id"] for p in prompts}) == 2
+    assert all(pair == (1, 1, "success") for pair in tool_pairs(entries).values()) and len(tool_pairs(entries)) == 2
