@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
-RECENT = 200_000
+RECENT = 50_000  # 25 batches of the default size; older ids are asked of the store (200,000 held 26 MB)
 
 
 class Deduper:

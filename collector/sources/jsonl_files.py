@@ -206,20 +206,22 @@ class JsonlFiles:
         return total
 
     async def read(self) -> AsyncIterator[Item]:
+        quiet, positions = self._quiet, self._positions
         for path in self._to_read():
-            for item in self._read_path(path):
+            try:
+                st = os.stat(path)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                self._error(f"{path}: {exc.strerror}")
+                continue
+            known = quiet.get(path)  # nothing changed since it was read to its end: no open, no read (the
+            if known is not None and known == (_stat_key(st), (positions.get(path) or {}).get("offset")):
+                continue  # idle sweep's cost, a stat per file: checked here, no generator made for it)
+            for item in self._read_path(path, st):
                 yield item
 
-    def _read_path(self, path: str) -> Iterable[Item]:
-        try:
-            st = os.stat(path)
-        except FileNotFoundError:
-            return
-        except OSError as exc:
-            self._error(f"{path}: {exc.strerror}")
-            return
-        if self._quiet.get(path) == (_stat_key(st), (self._positions.get(path) or {}).get("offset")):
-            return  # nothing changed since it was read to its end: no open, no read (idle cost)
+    def _read_path(self, path: str, st: os.stat_result) -> Iterable[Item]:
         try:
             fd = open_regular(path)
         except FileNotFoundError:

@@ -107,3 +107,20 @@ def test_the_read_back_does_not_grow_across_restarts(tmp_path: Path, monkeypatch
             break
     assert "scan" not in store.mark, "let go"
     assert 2000 < store.mark["size"] < 2000 + 1000
+
+
+def test_the_recent_ids_are_the_last_written_first_in_first_out(tmp_path: Path, monkeypatch: Any) -> None:
+    from collector.exporters import jsonl
+
+    monkeypatch.setattr(jsonl, "RECENT_IDS", 3)
+    store = Store()
+    exporter = JsonlExporter(tmp_path / "out", store.mark, store.seen)
+    a, b, c, d = _batch("a", 1), _batch("b", 1), _batch("c", 1), _batch("d", 1)
+    for batch in (a, b, a, c):  # a offered again: skipped, and it keeps its place (the oldest)
+        exporter.export(batch)
+    assert exporter.skipped_duplicates == 1
+    exporter.export(d)  # four ids: the oldest (a) is forgotten, b, c and d are still known
+    exporter.export(b + c + d)
+    assert exporter.skipped_duplicates == 4
+    exporter.export(a)
+    assert Counter(e["event.id"] for e in read_output(tmp_path / "out"))[a[0]["event.id"]] == 2

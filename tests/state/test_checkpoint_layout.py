@@ -5,6 +5,9 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
+
+from collector.state import checkpoints
 from collector.state.checkpoints import CheckpointStore, Commit, SessionRow
 
 _OLD_SESSIONS = """
@@ -78,3 +81,26 @@ def test_prune_sessions_forgets_rows_not_written_for_the_retention(tmp_path: Pat
     assert store.prune_sessions(3000) == 1
     assert store.session("status", "old") is None and store.session("status", "kept") == 3
     store.close()
+
+
+def test_a_session_never_saved_is_answered_from_the_filter_and_a_shared_bit_still_asks_sqlite(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(checkpoints, "SAVED_BITS", 8)  # every hash lands on one of 8 bits: collisions galore
+    store = CheckpointStore(tmp_path / "c.sqlite")
+    store.commit(Commit(sessions=[SessionRow("status", f"s{i}", {"n": i}) for i in range(3)]))
+    reopened = CheckpointStore(tmp_path / "c.sqlite")  # the filter is loaded from the table when first asked
+    assert [reopened.session("status", f"s{i}") for i in range(3)] == [{"n": 0}, {"n": 1}, {"n": 2}]
+    asked = [k for k in (f"new{i}" for i in range(40)) if reopened.session("status", k) is not None]
+    assert asked == []  # bits shared with saved sessions: SQLite answered, none is taken for saved
+    reopened.commit(Commit(sessions=[SessionRow("turns", "later", [1])]))
+    assert reopened.session("turns", "later") == [1]  # a commit sets its bit
+    monkeypatch.setattr(checkpoints, "SAVED_BITS", 1 << 24)
+    fresh = CheckpointStore(tmp_path / "c.sqlite")
+    selects = []
+    fresh._db.set_trace_callback(selects.append)
+    assert fresh.session("status", "s1") == {"n": 1}
+    selects.clear()
+    assert [fresh.session("status", f"never{i}") for i in range(200)] == [None] * 200
+    assert len(selects) <= 2  # never saved: answered from memory (a bit shared by chance may ask SQLite)
+    for s in (store, reopened, fresh):
+        s.close()
