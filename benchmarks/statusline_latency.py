@@ -35,7 +35,7 @@ from collector.paths import Paths  # noqa: E402
 from collector.usage.statusline import line  # noqa: E402
 from collector.usage.store import UsageStore  # noqa: E402
 
-PAYLOAD = (ROOT / "tests" / "fixtures" / "claude-code" / "statusline" / "payload.json").read_bytes()
+PAYLOAD = (ROOT / "tests" / "fixtures" / "statusline" / "claude-code" / "payload.json").read_bytes()
 CONFIG = '[prices."m-test"]\ninput = 1.0\noutput = 2.0\n\n[[budget.limits]]\nname = "daily"\nusd = 50\n'
 
 

@@ -47,6 +47,7 @@ STRING_FIELDS = frozenset({
     "gen_ai.subagent.id", "gen_ai.session.parent.id", "session.source", "session.reason", "prompt.origin",
     "compaction.trigger", "workspace.path", "source.kind", "agent.hook_event_name", "agent.model", "error.message",
     "gen_ai.skill.name", "gen_ai.skill.id", "gen_ai.skill.description", "gen_ai.skill.version",
+    "budget.name", "budget.project", "budget.repo",
 })
 COUNT_FIELDS = frozenset({
     "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens", "gen_ai.usage.cache_read.input_tokens",

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from support import FIXTURES, ROOT
 
-PAYLOAD = (FIXTURES / "claude-code" / "statusline" / "payload.json").read_bytes()
+PAYLOAD = (FIXTURES / "statusline" / "claude-code" / "payload.json").read_bytes()
 SETTINGS = (b'{\n  "model": "opus",\n'
             b'  "statusLine": {"type": "command", "command": "echo \\"my line\\"; echo second"}\n}\n')
 

@@ -1,4 +1,4 @@
-"""The status line's text from Claude Code's status-line payload (tests/fixtures/claude-code/statusline,
+"""The status line's text from Claude Code's status-line payload (tests/fixtures/statusline/claude-code,
 its README cites the documented fields) and a spend.json as the daemon writes it."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from support import FIXTURES
 
 from collector.usage.statusline import line, values
 
-PAYLOAD = json.loads((FIXTURES / "claude-code" / "statusline" / "payload.json").read_text())
+PAYLOAD = json.loads((FIXTURES / "statusline" / "claude-code" / "payload.json").read_text())
 NOW = 1_800_000_000.0
 
 
