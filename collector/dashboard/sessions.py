@@ -76,6 +76,7 @@ def parse_query(query: Mapping[str, list[str]], tz: tzinfo, now: float) -> Sessi
         raise BadQuery("order must be asc or desc")
     return SessionQuery(since_ns=since, until_ns=until, agent=_text(query, "agent"), project=_text(query, "project"),
                         repo=_text(query, "repo"), branch=_text(query, "branch"), model=_text(query, "model"),
+                        text=_text(query, "q"),
                         sort=sort, descending=order == "desc", limit=_number(query, "limit", 50, 1, MAX_LIMIT),
                         offset=_number(query, "offset", 0, 0, 10**9))
 

@@ -19,6 +19,7 @@ from decimal import Decimal
 from functools import lru_cache, partial
 from typing import Any
 
+import collector.usage.search_index as search_index
 import collector.usage.session_rollup as session_rollup
 from collector.usage.prices import PriceTable
 from collector.usage.query import Filters, Totals, grouped, models_present
@@ -44,6 +45,7 @@ class SessionQuery:
     repo: str | None = None
     branch: str | None = None
     model: str | None = None
+    text: str | None = None  # words of the search (collector.usage.search_index)
     sort: str = "start"
     descending: bool = True
     limit: int = 50
@@ -150,6 +152,14 @@ def _wanted(s: _Session, query: SessionQuery) -> bool:
     return not query.branch or any(b == query.branch for _, b in s.git)
 
 
+def _mentions(s: _Session, text: str | None) -> bool:
+    """Without a search index (a store read before the daemon built it): every word in the session's labels."""
+    if not text:
+        return True
+    labels = " ".join([s.agent, s.session, str(s.info[0] or ""), *s.models, *(r for g in s.git for r in g)]).lower()
+    return all(word.lower() in labels for word in text.split())
+
+
 @lru_cache(maxsize=4096)
 def _day(number: int) -> str:
     return time.strftime("%Y-%m-%d", time.gmtime(number * 86400))
@@ -197,8 +207,9 @@ def ordered(db: sqlite3.Connection, query: SessionQuery, tz: tzinfo, prices: Pri
         raise ValueError(f"sort must be one of {', '.join(SORTS)}")
     prices.prepare(models_present(db))
     rolled = session_rollup.usable(db, prices.thresholds)
-    found = [s for s in (_from_rollup(db, query) if rolled else _from_entries(db, query, tz, prices)).values()
-             if _wanted(s, query)]
+    keys = search_index.matching(db, query.text) if query.text else None
+    found = [s for k, s in (_from_rollup(db, query) if rolled else _from_entries(db, query, tz, prices)).items()
+             if _wanted(s, query) and (k in keys if keys is not None else _mentions(s, query.text))]
     if query.sort == "cost":
         for s in found:
             _price(s, prices)

@@ -33,6 +33,7 @@ from typing import Any
 
 import collector.usage.corrections as corrections
 import collector.usage.rollup as rollup
+import collector.usage.search_index as search_index
 import collector.usage.session_rollup as session_rollup
 from collector.usage.rows import DETAIL_COLUMNS, event_key, event_row, fold_sessions, git_labels, session_row, utc_day
 from collector.util.private import create_private, private_dir
@@ -241,6 +242,7 @@ class UsageStore:
                                  "FROM events WHERE model IS NOT NULL")
             rollup.ensure(self._db)
             session_rollup.ensure(self._db)
+            search_index.ensure(self._db)
         except BaseException:
             self._db.close()
             raise
@@ -291,6 +293,7 @@ class UsageStore:
             rollup.add_since(db, last)
             session_rollup.add_since(db, last)
             db.executemany(_SESSION_UPSERT, sessions)
+            search_index.add_since(db, search_index.batch_terms(rows), sessions)
             db.executemany("INSERT OR IGNORE INTO models(model, provider) VALUES(?, ?)", models)
             upto = self._merge_keys() if merge else self._upto
             db.execute("COMMIT")
@@ -387,6 +390,7 @@ class UsageStore:
             db.execute("DELETE FROM slots WHERE slot < ?", (_day_start_slot(day),))
             session_rollup.prune(db, cutoff_ns)
             db.execute("DELETE FROM sessions WHERE last_ns < ?", (cutoff_ns,))
+            search_index.prune(db)
             if self._collided:
                 db.execute("DELETE FROM collided WHERE event_id NOT IN (SELECT event_id FROM events WHERE k IS NULL)")
             db.execute("COMMIT")

@@ -1,6 +1,6 @@
 """The dashboard's views of work in headless Chromium against a real daemon serving the fixture homes of all
 five agents, collected first by the real `collect --once`: the sessions list filtered by agent in the address
-shows that agent's sessions only and their numbers, the timeline of one (opened as its link opens it) shows
+shows that agent's sessions only and their numbers, a search by a tool name finds the session, the timeline of one (opened as its link opens it) shows
 the numbers `agent-collector report session ID --json` prints, turn by turn; screenshots of both, wide and
 narrow, are kept under the test's tmp dir (and, with AGENT_COLLECTOR_DOCS_SCREENSHOTS=1, in docs/img/)."""
 
@@ -132,6 +132,10 @@ def test_find_a_session_by_filter_and_check_its_timeline(served: tuple[Paths, in
     assert shown[f"s:{session}:total_tokens"] == f"{total['total_tokens']:,}"
     assert shown[f"s:{session}:cost_usd"] == _money(total["cost_usd"])
     assert f'href="?view=session&amp;of=codex&amp;session={session}"' in listing, "each row links to its timeline"
+
+    searched = shown_values(_open(browser, paths, port, {"view": "sessions", "q": "exec_command", "days": "3660"}))
+    found = {k.split(":")[1] for k in searched if k.startswith("s:") and k.endswith(":agent")}
+    assert session in found and found <= {s for s, _ in codex}, "search by a tool name finds codex's sessions"
 
     query = {"view": "session", "of": "codex", "session": session}
     timeline = shown_values(_open(browser, paths, port, query))

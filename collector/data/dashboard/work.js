@@ -4,7 +4,7 @@
 // back to. Uses app.js's el, int, money, ago, base and dashboardToken; every value goes in through textContent.
 "use strict";
 
-const FILTERS = ["agent", "project", "repo", "branch", "model", "from", "to"];
+const FILTERS = ["q", "agent", "project", "repo", "branch", "model", "from", "to"];
 const PAGE = 50;
 
 function params() { return new URLSearchParams(location.search); }
@@ -224,14 +224,20 @@ function applyFilters() {
   go(changes);
 }
 
-// Keys: "/" to the first filter, j/k or the arrows between rows and turns, Enter opens a session, Escape back.
+// Keys: Ctrl-K or "/" to the search, j/k or the arrows between rows and turns, Enter opens a session, Escape back.
 function keys(e) {
   const target = e.target;
+  if ((e.ctrlKey || e.metaKey) && e.key === "k") {  // search from anywhere, as in other session viewers
+    e.preventDefault();
+    if (params().get("view") !== "sessions") go({ view: "sessions", of: null, session: null });
+    $("f-q").focus();
+    return;
+  }
   if (target.matches("input, select, textarea")) {
     if (e.key === "Enter") applyFilters();
     return;
   }
-  if (e.key === "/") { e.preventDefault(); $("f-agent").focus(); return; }
+  if (e.key === "/") { e.preventDefault(); $("f-q").focus(); return; }
   if (e.key === "Escape" && params().get("view") === "session") { history.back(); return; }
   const down = e.key === "j" || e.key === "ArrowDown", up = e.key === "k" || e.key === "ArrowUp";
   if (!down && !up) return;
