@@ -21,7 +21,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-RECENT = 5_000  # an entry with its content can be kilobytes
+RECENT = 2_000  # an entry with its content (output text, before the content policy) can be tens of kilobytes
 CALL_KEYS = "collector.call_keys"
 INCOMPLETE = "gen_ai.usage.incomplete"
 CORRECTION = "collector.correction"
