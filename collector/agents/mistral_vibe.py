@@ -169,7 +169,7 @@ def _meta(record: RawRecord, data: dict[str, Any]) -> list[AgentActivityEntry]:
     attrs = {
         "session.source": "startup",
         "workspace.path": _obj(data.get("environment")).get("working_directory"),
-        "gen_ai.request.model": _obj(data.get("config")).get("model_name"),
+        "agent.model": _obj(data.get("config")).get("model_name"),
         "gen_ai.session.parent.id": parent if isinstance(parent, str) and parent else None,
     }
     return [native_entry(record, "session.start", iso_to_ns(data.get("start_time")), session, "start", attrs)]

@@ -97,7 +97,7 @@ def test_a_tool_outcome_other_than_success_is_never_a_success() -> None:
 def test_meta_json_gives_the_session_start() -> None:
     (start,) = by_name(run([meta()]), "session.start")
     assert start["gen_ai.session.id"] == SESSION
-    assert start["workspace.path"].endswith("/work") and start["gen_ai.request.model"] == "devstral-fake"
+    assert start["workspace.path"].endswith("/work") and start["agent.model"] == "devstral-fake"
     assert start["time_unix_nano"] // 10**6 == 1796165395644  # start_time 2026-12-01T22:49:55.644
 
 
