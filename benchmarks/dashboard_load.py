@@ -1,9 +1,9 @@
 """Dashboard load time on a usage store of N model calls (default 100,000): what a page load asks the
 daemon for (the page, its assets, /v1/usage for 30 and 90 days), over HTTP to a real ingest server
 with the dashboard route, timed from the client; then each answer of the views of work alone (the sessions
-list: first page, sorted by cost, filtered by agent, a later page; a session's timeline; the activity), each
-against the floor of the same run (a static asset over the same server) and the 300 ms goal, and the query
-plans they use. Exits with an error when a view did no work (no session listed, an empty timeline, an
+list: first page, sorted by cost, filtered by agent, a later page, a search; a session's timeline; the
+activity), each against the floor of the same run (a static asset over the same server) and the 300 ms goal.
+Exits with an error when a view did no work (no session listed, an empty timeline, an
 activity that does not add up to the store's calls). Also `report daily` and `report session` on the store.
 
 The store is synthetic but shaped like real use: 5 agents, 8 models, 2,000 sessions in 60 projects over
@@ -114,6 +114,7 @@ def work(port: int, token: str, calls: int, repeat: int) -> None:
              "sessions, 366 days by start": "/v1/usage/sessions?days=366",
              "sessions, agent codex by tokens": "/v1/usage/sessions?days=366&agent=codex&sort=tokens",
              "sessions, page 20": "/v1/usage/sessions?days=366&offset=950",
+             "sessions, search 'sonnet'": "/v1/usage/sessions?days=366&q=sonnet",
              "timeline of the costliest session": f"/v1/usage/timeline?agent={top['agent']}&session={top['session']}",
              "activity, 90 days": "/v1/usage/activity?days=90"}
     missed = []

@@ -6,7 +6,9 @@ remote URL or name, the branch, the working tree's path: the pipeline's ``vcs.*`
 fields, ``collector.pipeline.git_attributes``) and, for the detail reports, its subagent, tool call ids, the
 digest of a tool's arguments and the size of its result (``collector.usage.rows``); one row per session
 (``sessions``) with its project (the workspace path), model and last status, the models seen (``models``, for
-the price lookup) and the rollup the reports read (``slots``, see ``collector.usage.rollup``). Random ids land
+the price lookup) and the rollup the reports read (``slots``, see ``collector.usage.rollup``); for the
+dashboard, the sessions' rollup (``session_usage``, ``collector.usage.session_rollup``) and the search index of
+the sessions' labels (``session_terms``, ``session_fts``, ``collector.usage.search_index``). Random ids land
 on random pages, so the id's key is kept apart (below); one index (name, time) serves the dashboard. No
 prompt, completion or tool text is kept; an error's message only when content capture put it in the entry.
 
