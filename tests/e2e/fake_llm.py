@@ -158,6 +158,7 @@ SHELL_TOOLS: dict[str, Callable[[str], Json]] = {
     "bash": lambda c: {"command": c, "description": f"Run {c}"},
     "shell": lambda c: {"command": ["bash", "-lc", c]},
     "run_commands": lambda c: {"commands": [c]},  # Cline
+    "terminal": lambda c: {"command": c},  # Hermes Agent
 }
 WRITE_TOOLS: dict[str, Callable[[str, str], Json]] = {  # (path, content) -> arguments
     "Write": lambda p, c: {"file_path": p, "content": c},

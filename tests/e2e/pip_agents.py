@@ -31,6 +31,7 @@ class PipAgent:
 
 PIP_AGENTS = {
     "mistral-vibe": PipAgent("mistral-vibe", "3.0.2", "python3.12", "vibe"),  # needs Python >= 3.12
+    "hermes": PipAgent("hermes-agent", "0.19.0", "python3.12", "hermes"),  # needs Python >= 3.11, < 3.14
 }
 
 
