@@ -16,9 +16,23 @@ CORRECTION = "collector.correction"
 
 
 def split(entries: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(entries to insert, corrections)."""
-    plain = [e for e in entries if not e.get(CORRECTION)]
-    return (plain, []) if len(plain) == len(entries) else (plain, [e for e in entries if e.get(CORRECTION)])
+    """(entries to insert, corrections of rows stored before). A correction of an entry of the same batch
+    (a rebuild from the JSONL output reads both) takes that entry's place."""
+    if not any(e.get(CORRECTION) for e in entries):
+        return list(entries), []
+    plain: list[dict[str, Any]] = []
+    where: dict[Any, int] = {}
+    corrections: list[dict[str, Any]] = []
+    for entry in entries:
+        eid = entry.get("event.id")
+        if not entry.get(CORRECTION):
+            where.setdefault(eid, len(plain))
+            plain.append(entry)
+        elif eid in where:
+            plain[where[eid]] = entry
+        else:
+            corrections.append(entry)
+    return plain, corrections
 
 
 def stored_id(db: sqlite3.Connection, key: int, event_id: str, upto: int) -> int | None:

@@ -50,3 +50,14 @@ def test_a_correction_of_a_row_not_stored_is_inserted(tmp_path: Path) -> None:
     store = UsageStore(tmp_path / "u.sqlite")
     assert store.add([_call("new", 3, **{"collector.correction": "d"})]) == 1
     assert _sums(store)[0] == (1, 3, None)
+
+
+def test_an_entry_and_its_correction_in_one_batch_store_the_correction(tmp_path: Path) -> None:
+    # what a rebuild from the JSONL output meets: the line and, later in the file, its correction
+    store = UsageStore(tmp_path / "u.sqlite")
+    fixed = _call("a", 17, **{"collector.correction": "d1"})
+    assert store.add([_call("a", 1), _call("b", 5), fixed, _call("a", 1)]) == 2
+    assert _sums(store) == ((2, 22, None), (2, 22, None), (2, 22, None))
+    later = _call("a", 18, **{"collector.correction": "d2"})  # a second correction of it: stored before
+    store.add([later])
+    assert _sums(store)[1] == (2, 23, None)
