@@ -8,6 +8,7 @@ integration is one of its integrations: ``install`` keeps it, the watchdog repai
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from collector.paths import Paths
 from collector.util.private import private_dir
 
 FILE = "telemetry.json"
+log = logging.getLogger(__name__)
 
 
 def choice_file(paths: Paths) -> Path:
@@ -72,7 +74,8 @@ def opt_in(paths: Paths, defn: AgentDefinition) -> dict[str, Any]:
     current = _current(paths.expand(spec["file"]), spec.get("format", "json"))
     pointed_here = any(dotted_get(current, k) == v for k, v in ours.items() if isinstance(v, str) and "127.0.0.1" in v)
     saved = dict(record.get("saved") or {}) if pointed_here else {}
-    for key in [*ours, *dict(spec.get("forward", {})).values()]:
+    forward_keys = [v for k, v in dict(spec.get("forward", {})).items() if k != "default_protocol"]
+    for key in [*ours, *forward_keys]:
         value = dotted_get(current, key)
         if value is not None and not pointed_here:
             saved[key] = value  # the user's own, even when equal to ours; once ours are there, kept as saved
@@ -84,9 +87,19 @@ def opt_in(paths: Paths, defn: AgentDefinition) -> dict[str, Any]:
 
 
 def _forward(spec: dict[str, Any], saved: dict[str, Any]) -> dict[str, Any] | None:
+    """The user's backend, when they were sending to one over OTLP/HTTP: their telemetry switched on (the
+    ``enabled`` key truthy, when named), an http(s) endpoint, a protocol that is not gRPC (the pass-through
+    speaks OTLP/HTTP; ``default_protocol`` is the agent's own default when the key is unset)."""
     names = dict(spec.get("forward", {}))
     url = saved.get(names.get("endpoint", ""))
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        return None
+    if "enabled" in names and str(saved.get(names["enabled"])).lower() not in ("1", "true"):
+        return None
+    protocol = saved.get(names.get("protocol", ""), names.get("default_protocol", "http"))
+    if "grpc" in str(protocol).lower():
+        log.warning("%s: your telemetry endpoint %s speaks gRPC; it is not forwarded to (OTLP/HTTP only)",
+                    spec.get("file"), url)
         return None
     headers = saved.get(names.get("headers", ""))
     return {"endpoint": url.rstrip("/"), "headers": _headers(headers)}

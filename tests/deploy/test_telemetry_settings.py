@@ -151,6 +151,36 @@ def test_after_someone_else_edits_the_file_uninstall_puts_the_users_endpoint_bac
                             "OTEL_EXPORTER_OTLP_HEADERS": "authorization=Bearer abc,x-team=7", "OTHER": "kept"}
 
 
+@pytest.mark.parametrize(("env", "forwarded"), [
+    ({"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, False),  # the pass-through speaks OTLP/HTTP only
+    ({"CLAUDE_CODE_ENABLE_TELEMETRY": "0"}, False),  # an endpoint the user was not sending to
+    ({"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, True),
+])
+def test_only_a_backend_the_user_was_sending_to_over_http_is_forwarded_to(
+        home: Path, env: dict[str, str], forwarded: bool) -> None:
+    _with_user_endpoint(home)
+    settings = home / FILES["claude-code"]
+    data = json.loads(settings.read_text())
+    data["env"].update(env)
+    settings.write_text(json.dumps(data))
+    assert _install(home, "--agent", "claude-code", "--telemetry") == 0
+    assert ("claude-code" in forward_targets(paths_for(home))) is forwarded
+
+
+def test_qwen_code_forwards_only_when_its_telemetry_was_on_over_http(home: Path) -> None:
+    settings = home / FILES["qwen-code"]
+    data = parse_jsonc(settings.read_text(), comments=True).value()
+    data["telemetry"] = {"enabled": True, "otlpEndpoint": "http://collector.internal:4318", "otlpProtocol": "http"}
+    settings.write_text(json.dumps(data, indent=2))
+    assert _install(home, "--agent", "qwen-code", "--telemetry") == 0
+    assert forward_targets(paths_for(home))["qwen-code"]["endpoint"] == "http://collector.internal:4318"
+    assert main(["uninstall", "--home", str(home), "--agent", "qwen-code"]) == 0
+    data["telemetry"].pop("otlpProtocol")  # Qwen's default is gRPC
+    settings.write_text(json.dumps(data, indent=2))
+    assert _install(home, "--agent", "qwen-code", "--telemetry") == 0
+    assert "qwen-code" not in forward_targets(paths_for(home))
+
+
 def test_codex_with_its_own_otel_section_is_left_alone(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = home / FILES["codex"]
     config.write_text(config.read_text() + '\n[otel]\nexporter = { otlp-http = { endpoint = "https://mine/v1/logs", '
