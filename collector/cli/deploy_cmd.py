@@ -134,6 +134,10 @@ def cmd_install(args: argparse.Namespace) -> int:
                          f"run `agent-collector agents enable {agent}` first\n")
     if args.telemetry is not None and not args.dry_run:
         _telemetry_choice(paths, chosen, args.telemetry, args.json)
+    elif args.telemetry is not None and not args.json:
+        verb = "switch on" if args.telemetry else "take out"
+        print(f"would {verb} the agents' own telemetry for {', '.join(d.id for d in chosen) or 'no agent'} "
+              "(a dry run records no choice, so the lines below do not show it)")
     changes: list[Change] = list(panel)
     notes: list[IntegrationStatus] = []
     for defn in chosen:
