@@ -11,8 +11,9 @@
     ``input_tokens`` already includes the cached ones; no cache writes or reasoning tokens are reported.
     A ``tool_call`` part (``{id, name, arguments_json}``) is a tool.call.
   - ``tool_succeeded``: tool.result (``call_id``). bash reports a failing command as a success with
-    ``structured_content.returncode`` beside it: a non-zero code is an error (``exit_code``). Any other
-    ``tool_*`` outcome is an error named by its type (only ``tool_succeeded`` was seen in a real run).
+    ``structured_content.returncode`` beside it: a non-zero code is an error (``exit_code``).
+  - ``tool_failed`` (read_file of a missing file) and any other ``tool_*`` outcome: an error named by its
+    type, with ``result.error.message``.
   - other commands (hook completions, ...): nothing.
 
   No line names the session: it is the folder the journal is in. Vibe deletes older journal segments

@@ -83,11 +83,13 @@ def test_a_failing_command_is_an_error_with_its_exit_code() -> None:
     assert entry.attributes["error.type"] == "exit_code" and entry.attributes["process.exit.code"] == 1
 
 
-def test_a_tool_outcome_other_than_success_is_never_a_success() -> None:
+def test_a_failed_tool_is_an_error_with_vibes_message() -> None:
+    """``tool_failed`` as Vibe 3.0.2 wrote it for read_file of a missing file (the e2e test runs it)."""
     record = tool_result_record()
     command = record.data["payload"]["input"]["command"]
     command["type"] = "tool_failed"
-    command["result"] = {"type": "error", "error": {"name": "tool_failed", "message": "File not found at: x"}}
+    command["result"] = {"content": [], "type": "failure", "error": {
+        "code": "tool_failed", "details": None, "message": "File not found at: x", "retryable": False}}
     (entry,) = mistral_vibe.parse(record)
     assert entry.attributes["tool.result.status"] == "error"
     assert entry.attributes["error.type"] == "tool_failed"

@@ -237,7 +237,10 @@ def decide(conv: Conversation) -> Decision:
     if read:
         tool = _first_offered(conv, READ_TOOLS)
         if tool:
-            return Decision("tool", tool=tool, args=READ_TOOLS[tool](read))
+            args = READ_TOOLS[tool](read)
+            if conv.tool_params.get(tool) == {"path", "offset", "limit"}:  # Mistral Vibe's read_file
+                args = {"path": read}
+            return Decision("tool", tool=tool, args=args)
         tool = _first_offered(conv, SHELL_TOOLS)
         if tool:  # Codex has no read tool: it reads with the shell
             return Decision("tool", tool=tool, args=SHELL_TOOLS[tool](f"cat {read}"))

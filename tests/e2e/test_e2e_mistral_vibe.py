@@ -115,6 +115,19 @@ def test_failing_command_is_an_error(vibe: Path, fake_llm: FakeLLMServer, tmp_pa
     assert result["process.exit.code"] not in (None, 0)
 
 
+def test_missing_file_is_a_tool_error(vibe: Path, fake_llm: FakeLLMServer, tmp_path: Path) -> None:
+    """read_file of a missing file: Vibe's ``tool_failed`` (``error.message`` its own words)."""
+    run = Run(tmp_path, fake_llm, vibe)
+    run.prompt(f"Please read the file {tmp_path}/missing-e2e.txt and tell me what it says.")
+    entries = run.collect()
+    check_exact(run, entries, 2)
+    (call,) = [e for e in entries if e["event.name"] == "tool.call"]
+    (result,) = [e for e in entries if e["event.name"] == "tool.result"]
+    assert call["gen_ai.tool.name"] == "read_file" and result["gen_ai.tool.call.id"] == call["gen_ai.tool.call.id"]
+    assert result["tool.result.status"] == "error" and result["error.type"] == "tool_failed"
+    assert result["error.message.length"] > 0  # content capture is off: its length and digest only
+
+
 def test_two_turns_across_a_resume_read_live(vibe: Path, fake_llm: FakeLLMServer, tmp_path: Path) -> None:
     """``--continue`` takes the session up again in a new process, in the same folder and id. Vibe deletes
     the first turn's journal segment at a later snapshot, so the collector reads each turn as it lands."""
