@@ -93,3 +93,50 @@ def test_install_telemetry_sends_the_agents_own_otlp_to_the_daemon(
     after = config.read_bytes() if config.exists() else None
     assert f"127.0.0.1:{port}".encode() not in (after or b"")
     assert _without_our_version_noise(agent, after) == _without_our_version_noise(agent, before)
+
+
+def test_claude_codes_telemetry_still_reaches_the_users_own_backend(
+        e2e_agents_bin: Path, agent_home: AgentHome, fake_llm: FakeLLMServer) -> None:
+    """The user sent Claude Code's telemetry to a backend of theirs (a real OTLP/HTTP server here); after
+    `install --telemetry` the same records reach it through the daemon, unchanged: each forwarded request
+    is the spooled part of Claude Code's request, field for field."""
+    from support.otlp_receiver import OtlpReceiver
+
+    port, backend = free_port(), OtlpReceiver().start()
+    try:
+        write_agent_config("claude-code", agent_home.home, agent_home.workdir, fake_llm)
+        settings = agent_home.home / CONFIG["claude-code"]
+        data = json.loads(settings.read_text())
+        data["env"] = {"CLAUDE_CODE_ENABLE_TELEMETRY": "1", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json",
+                       "OTEL_EXPORTER_OTLP_ENDPOINT": backend.endpoint, "OTEL_LOGS_EXPORTER": "otlp"}
+        settings.write_text(json.dumps(data, indent=2))
+        collector(agent_home.home, "install", "--agent", "claude-code", "--telemetry", port=port)
+        proc = subprocess.Popen([sys.executable, "-m", "collector", "run"], cwd=ROOT,
+                                env=collector_env(agent_home.home, port), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE)
+        try:
+            wait_listening(port)
+            results = run_scenario("claude-code", "tool_then_answer", agent_home.home, agent_home.workdir,
+                                   fake_llm, log_dir=agent_home.root)
+            assert all(r.returncode == 0 for r in results), describe(results)
+            folder = data_dir(agent_home) / "spool" / "otlp" / "claude-code"
+
+            def spooled() -> list[Any]:
+                return [json.loads(line)["payload"]["export"] for f in sorted(folder.glob("*.jsonl"))
+                        for line in f.read_text().splitlines() if line and json.loads(line)["event"] == "logs"]
+
+            def forwarded() -> list[Any]:
+                return [b for b in list(backend.received.json_bodies) if "resourceLogs" in b]
+
+            wait_for(lambda: spooled() and len(forwarded()) >= len(spooled()), timeout=30,
+                     what="every spooled request forwarded to the user's backend")
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=30)
+            assert proc.returncode == 0, err.decode()[-3000:]
+        assert forwarded() == spooled()
+        names = {(r.get("body") or {}).get("stringValue") for body in forwarded()
+                 for res in body["resourceLogs"] for s in res["scopeLogs"] for r in s["logRecords"]}
+        assert "claude_code.api_request" in names, names
+    finally:
+        backend.stop()
