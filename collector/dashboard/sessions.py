@@ -2,11 +2,13 @@
 query string checked once here (dates, filters, order, page), the store read through a fresh read-only
 connection, the answer one page of rows, never more.
 
-A session's title is a neutral label (agent and the shortest unique start of its id): the usage store keeps no
-prompt text, so there is no first prompt to show, whether content capture is on or off."""
+A session's title is the start of its first prompt while content capture is on (``collector.usage.titles``
+keeps it only when capture put the text in the entry), else a neutral label: the agent and the shortest unique
+start of its id."""
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta, tzinfo
@@ -18,6 +20,7 @@ from collector.usage.prices import CACHE_NAME, PriceTable
 from collector.usage.sessions import MAX_LIMIT, SORTS, SessionQuery, session_rows, top
 from collector.usage.store import connect
 from collector.usage.timeline import timeline
+from collector.usage.titles import titles
 from collector.util.short_ids import shortest_unique
 
 MAX_TEXT = 2048
@@ -86,10 +89,13 @@ def live_pairs(snapshot: Mapping[str, Any]) -> frozenset[tuple[str, str]]:
                      if isinstance(s, dict) and s.get("live"))
 
 
-def _titled(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _titled(rows: list[dict[str, Any]], db: sqlite3.Connection, capture: bool) -> list[dict[str, Any]]:
+    """Each row's label (the shortest unique start of its id) and title: the start of its first prompt while
+    content capture is on and the store kept one, else ``<agent> session <label>``."""
     labels = shortest_unique(r["session"] for r in rows)
-    return [r | {"label": labels[r["session"]], "title": f"{r['agent']} session {labels[r['session']]}"}
-            for r in rows]
+    prompts = titles(db, [(r["agent"], r["session"]) for r in rows]) if capture else {}
+    return [r | {"label": labels[r["session"]], "title": prompts.get((r["agent"], r["session"]))
+                 or f"{r['agent']} session {labels[r['session']]}"} for r in rows]
 
 
 class WorkViews:
@@ -121,9 +127,10 @@ class WorkViews:
         db, prices = connect(self.store, readonly=True), self.prices()
         try:
             page = session_rows(db, asked, tz, prices, live_pairs(snapshot))
+            page["rows"] = _titled(page["rows"], db, self.capture)
         finally:
             db.close()
-        return {**page, "rows": _titled(page["rows"]), "content_capture": self.capture, "price_table": prices.version}
+        return {**page, "content_capture": self.capture, "price_table": prices.version}
 
     def timeline(self, query: Mapping[str, list[str]], tz: tzinfo) -> dict[str, Any] | None:
         agent, session = _text(query, "agent"), _text(query, "session")
@@ -147,7 +154,8 @@ class WorkViews:
         db, prices = connect(self.store, readonly=True), self.prices()
         try:
             heat = activity(db, asked.since_ns or 0, asked.until_ns or 0, tz)
-            best = top(db, asked, tz, prices, TOP, live_pairs(snapshot))
+            best = {k: _titled(v, db, self.capture) for k, v in top(db, asked, tz, prices, TOP,
+                                                                     live_pairs(snapshot)).items()}
         finally:
             db.close()
-        return {**heat, "top": {k: _titled(v) for k, v in best.items()}}
+        return {**heat, "top": best}

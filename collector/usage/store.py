@@ -8,9 +8,11 @@ digest of a tool's arguments and the size of its result (``collector.usage.rows`
 (``sessions``) with its project (the workspace path), model and last status, the models seen (``models``, for
 the price lookup) and the rollup the reports read (``slots``, see ``collector.usage.rollup``); for the
 dashboard, the sessions' rollup (``session_usage``, ``collector.usage.session_rollup``) and the search index of
-the sessions' labels (``session_terms``, ``session_fts``, ``collector.usage.search_index``). Random ids land
-on random pages, so the id's key is kept apart (below); one index (name, time) serves the dashboard. No
-prompt, completion or tool text is kept; an error's message only when content capture put it in the entry.
+the sessions' labels (``session_terms``, ``session_fts``, ``collector.usage.search_index``), and, only when
+content capture put a prompt's text in its entry, the start of each session's first prompt (``session_titles``,
+``collector.usage.titles``). Random ids land on random pages, so the id's key is kept apart (below); one index
+(name, time) serves the dashboard. No completion or tool text is kept; an error's message and a session's first
+prompt (its start) only when content capture put them in the entry.
 
 Exactly once, like the JSONL file: a row is inserted only when its id's key is not held yet, committed
 (WAL, ``synchronous=FULL``) inside ``export`` and so before the checkpoint that covers the batch; a batch
@@ -37,6 +39,7 @@ import collector.usage.corrections as corrections
 import collector.usage.rollup as rollup
 import collector.usage.search_index as search_index
 import collector.usage.session_rollup as session_rollup
+import collector.usage.titles as titles
 from collector.usage.rows import DETAIL_COLUMNS, event_key, event_row, fold_sessions, git_labels, session_row, utc_day
 from collector.util.private import create_private, private_dir
 
@@ -245,6 +248,7 @@ class UsageStore:
             rollup.ensure(self._db)
             session_rollup.ensure(self._db)
             search_index.ensure(self._db)
+            self._db.execute(titles.SCHEMA)
         except BaseException:
             self._db.close()
             raise
@@ -296,6 +300,7 @@ class UsageStore:
             session_rollup.add_since(db, last)
             db.executemany(_SESSION_UPSERT, sessions)
             search_index.add_since(db, search_index.batch_terms(rows), sessions)
+            titles.add(db, titles.title_rows(entries))
             db.executemany("INSERT OR IGNORE INTO models(model, provider) VALUES(?, ?)", models)
             upto = self._merge_keys() if merge else self._upto
             db.execute("COMMIT")
@@ -393,6 +398,7 @@ class UsageStore:
             session_rollup.prune(db, cutoff_ns)
             db.execute("DELETE FROM sessions WHERE last_ns < ?", (cutoff_ns,))
             search_index.prune(db)
+            titles.prune(db)
             if self._collided:
                 db.execute("DELETE FROM collided WHERE event_id NOT IN (SELECT event_id FROM events WHERE k IS NULL)")
             db.execute("COMMIT")
