@@ -75,7 +75,7 @@ def _not_parsed(daemon: Daemon, agent: str, kind: str) -> int:
 
 def test_the_sdk_exporters_deliver_logs_traces_and_metrics_in_protobuf(daemon: Daemon) -> None:
     """The OpenTelemetry SDK's OTLP/HTTP exporters, with the token as a header, get a success for every
-    signal; each record reaches the parser boundary (counted as not parsed yet by Claude Code's parser)."""
+    signal; each record reaches the parser boundary (counted as not parsed yet by Gemini CLI's parser, which reads none of its telemetry)."""
     from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -88,7 +88,7 @@ def test_the_sdk_exporters_deliver_logs_traces_and_metrics_in_protobuf(daemon: D
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
     base, headers = f"http://127.0.0.1:{daemon.port}", {"X-Agent-Collector-Token": _token(daemon)}
-    resource = SdkResource.create({"service.name": "claude-code"})
+    resource = SdkResource.create({"service.name": "gemini-cli"})
     logs = LoggerProvider(resource=resource)
     logs.add_log_record_processor(SimpleLogRecordProcessor(OTLPLogExporter(f"{base}/v1/logs", headers=headers)))
     from opentelemetry._logs import LogRecord as ApiLogRecord
@@ -108,10 +108,10 @@ def test_the_sdk_exporters_deliver_logs_traces_and_metrics_in_protobuf(daemon: D
     answer = daemon.get("/v1/status")["otlp"]
     assert {k: answer["requests"].get(k) for k in ("logs_200", "traces_200", "metrics_200")} == \
         {"logs_200": 1, "traces_200": 1, "metrics_200": 1}
-    signals = sorted(line["event"] for line in _spooled(daemon, "claude-code"))
+    signals = sorted(line["event"] for line in _spooled(daemon, "gemini-cli"))
     assert signals == ["logs", "metrics", "traces"]
     for kind in ("otel_log", "otel_span", "otel_metric"):
-        wait_for(lambda k=kind: _not_parsed(daemon, "claude-code", k) >= 1, 30, f"a {kind} at the parser")  # type: ignore[misc]
+        wait_for(lambda k=kind: _not_parsed(daemon, "gemini-cli", k) >= 1, 30, f"a {kind} at the parser")  # type: ignore[misc]
 
 
 def test_json_and_chunked_protobuf_are_accepted_and_answered_in_kind(daemon: Daemon) -> None:

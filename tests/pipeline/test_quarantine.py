@@ -156,7 +156,7 @@ def test_boundary_field_types_match_the_schema() -> None:
     counts = {k for k, v in props.items() if v.get("type") == "integer" and not k.endswith("unix_nano")}
     # ours, always strings (turn.key, workspace.root and the upstream span are set after the boundary check)
     ours_strings = {"event.id", "turn.key", "workspace.root", "collector.truncated", "upstream.trace_id",
-                    "upstream.parent_span_id"}
+                    "upstream.parent_span_id", "collector.correction"}  # the merge's digest of a correction
     assert strings - ours_strings == set(boundary.STRING_FIELDS)
     assert counts == boundary.COUNT_FIELDS
     ours = {"event.name", "collector.time_replaced"}
