@@ -21,7 +21,10 @@
   until a later checkpoint: the daemon reads it live; a later backfill sees only the last segments.
 - ``meta.json`` (root sessions only): session.start (``start_time``, the working directory, the model name).
 
-No line says a session ended (``end_time`` in ``meta.json`` is rewritten by every run): the idle rule
+Our hooks (``~/.vibe/hooks.toml``: ``pre_tool``, ``post_tool``, ``post_agent``) make no entries: they drive
+the live status (the definition's ``status``). They carry no tokens, and ``post_tool``'s ``tool_status`` is
+the runtime's (a failing bash command is a success there), so the journal alone makes the tool entries. No
+line or hook says a session ended (``end_time`` in ``meta.json`` is rewritten by every run): the idle rule
 closes it.
 """
 
@@ -44,6 +47,8 @@ from collector.model import AgentActivityEntry, RawRecord
 
 
 def parse(record: RawRecord) -> list[AgentActivityEntry]:
+    if record.kind == "hook":  # pre_tool, post_tool, post_agent: the status tracker reads them
+        return []
     if record.kind == "json_file":
         return _meta(record, record.data)
     if record.data.get("type") != "core_input":

@@ -68,9 +68,11 @@ class FlatHooksToml(FlatHooksJson):
     def __init__(self, agent: str, spec: dict[str, Any], paths: Paths, hook_script: Path | None) -> None:
         super().__init__(agent, spec, paths, hook_script)
         self.event_key = str(spec.get("event_key", "event"))
+        self.name_key = spec.get("name_key")
 
     def desired_entry(self, event: str) -> dict[str, Any]:
-        return {self.event_key: event, **self.desired_hook(event)}
+        named = {str(self.name_key): f"agent-collector-{event}"} if self.name_key else {}
+        return {**named, self.event_key: event, **self.desired_hook(event)}
 
     def _load(self, current: bytes | None) -> str:
         return "" if current is None else file_text(current, self.path)

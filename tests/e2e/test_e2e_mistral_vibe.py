@@ -1,6 +1,7 @@
 """Real Mistral Vibe 3.0.2 (PyPI ``mistral-vibe``, installed by pip_agents.py) against the fake Chat
 Completions server, headless (``vibe -p ... --output streaming --auto-approve``) in a throwaway HOME, then the
-real ``agent-collector collect --once``: read from Vibe's session store alone (nothing is deployed). Every
+real ``agent-collector collect --once``: the entries from Vibe's session store; our hooks (``install``) give the
+live status in the first scenario, the others run without them. Every
 model call's tokens are checked against the usage the server sent, with the tool calls and their outcome.
 
 Offline setup (``~/.vibe/config.toml``): a ``mistral``-backend provider at the fake server, and every
@@ -11,7 +12,10 @@ the model catalog, registry skills, connectors, notifications and OpenTelemetry 
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -19,7 +23,7 @@ from typing import Any
 import pytest
 from fake_llm import FakeLLMServer
 from pip_agents import ensure_pip_agent
-from support import entry_tokens, make_paths, read_output, tool_pairs, truth_from_lines
+from support import ROOT, entry_tokens, make_paths, read_output, tool_pairs, truth_from_lines
 from support.collect_once import collect_cli
 
 pytestmark = pytest.mark.e2e
@@ -68,6 +72,14 @@ class Run:
         (self.home / ".vibe" / "config.toml").write_text(CONFIG.format(url=server.url))
         self.paths = make_paths(root, self.home)
 
+    def install(self) -> None:
+        """``agent-collector install --agent mistral-vibe``: our hooks in ~/.vibe/hooks.toml."""
+        env = {**os.environ, "HOME": str(self.home), "AGENT_COLLECTOR_DATA_DIR": str(self.paths.data_dir),
+               "AGENT_COLLECTOR_CONFIG_DIR": str(self.paths.config_dir)}
+        done = subprocess.run([sys.executable, "-m", "collector", "install", "--agent", AGENT], env=env,
+                              capture_output=True, timeout=120, cwd=ROOT)
+        assert done.returncode == 0, done.stderr.decode(errors="replace")
+
     def prompt(self, text: str, *extra: str) -> None:
         env = {"PATH": "/usr/bin:/bin", "HOME": str(self.home), "FAKE_VIBE_API_KEY": "sk-fake-e2e", "TERM": "dumb"}
         done = subprocess.run([str(self.exe), "-p", text, "--output", "streaming", "--auto-approve", *extra],
@@ -90,9 +102,16 @@ def check_exact(run: Run, entries: list[dict[str, Any]], calls: int) -> None:
 
 
 def test_tool_then_answer(vibe: Path, fake_llm: FakeLLMServer, tmp_path: Path) -> None:
+    """With our hooks installed: the entries as from the files alone, and the hooks' live status."""
     run = Run(tmp_path, fake_llm, vibe)
+    run.install()
     run.prompt("Please run `echo hi` in the shell and tell me what it printed.")
     entries = run.collect()
+    spooled = [json.loads(x) for f in sorted(run.paths.spool_dir.rglob("*.jsonl")) for x in f.read_text().splitlines()]
+    assert [h["event"] for h in spooled] == ["pre_tool", "post_tool", "post_agent"]
+    statuses = [e["session.status"] for e in sorted(entries, key=lambda e: e["time_unix_nano"])
+                if e["event.name"] == "session.status"]
+    assert statuses == ["running", "ready_for_review"]
     check_exact(run, entries, 2)
     names = Counter(e["event.name"] for e in entries)
     assert {k: names[k] for k in ("session.start", "user.prompt", "llm.response", "tool.call", "tool.result")} == {
