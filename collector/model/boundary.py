@@ -62,6 +62,11 @@ ENUM_FIELDS: dict[str, frozenset[str | None]] = {
     "session.status": frozenset({"idle", "running", "waiting_for_input", "ready_for_review", "closed", "error"}),
     "session.previous_status": frozenset({"idle", "running", "waiting_for_input", "ready_for_review", "closed",
                                           "error", None}),
+    # the collector's own entries and links (budget.threshold, a correlation file's turn or session)
+    "budget.period": frozenset({"day", "week", "month", "block", "session"}),
+    "budget.unit": frozenset({"usd", "tokens"}),
+    "budget.level": frozenset({"warn", "over"}),
+    "upstream.correlation": frozenset({"turn", "session"}),
 }
 STRING_LIST_FIELDS = frozenset({"gen_ai.response.finish_reasons"})
 LIST_FIELDS = frozenset({"gen_ai.input.messages", "gen_ai.output.messages"})
