@@ -7,7 +7,8 @@ with and without the mutated record, delivered); nothing uncounted (when entries
 are lost because its value now has another type -- not null, which JSON writers use for "absent"; not
 another value of the same type, which is a record of another kind, e.g. an event type the parser does not
 read -- `status` names a cause: quarantine, a counted unreadable part or a source's count). A definition
-with a source of a kind the sweep does not know, or with no fixture home for a source, fails.
+with a source of a kind the sweep does not know, or with no fixture home for a source, fails; the kinds
+known and not swept yet (``NOT_SWEPT``, with why) are named in the summary line.
 
 Bounded for CI: ``SWEEP_CASES`` cases per definition (default 24), drawn with a fixed seed
 (``SWEEP_SEED``, default 34); ``SWEEP=all`` runs the whole matrix (every field of every record x every
@@ -139,6 +140,11 @@ def _check(case: Case, fixture: Path, tmp: Path, full: list[dict[str, Any]],
 
 
 SWEPT_KINDS = ("spool", "jsonl", "json_file", "sqlite")
+# kinds known and not swept yet, each with why (named in the summary line and docs/robustness.md's gaps);
+# any other kind fails the sweep
+NOT_SWEPT = {"otlp": "OpenTelemetry requests the ingest spooled: their fixtures sit outside the agents' "
+                     "fixture homes, the generator does not write them yet",
+             "otlp_file": "an agent's OTLP/JSON file exporter: as otlp"}
 
 
 def _sweep(defn: AgentDefinition, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, list[str]]:
@@ -150,9 +156,10 @@ def _sweep(defn: AgentDefinition, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     outcomes: Counter[str] = Counter()
     fields: set[tuple[Any, ...]] = set()
     run = 0
-    sources = list(defn.sources)
-    unknown = sorted({s["kind"] for s in sources} - set(SWEPT_KINDS))
+    unknown = sorted({s["kind"] for s in defn.sources} - set(SWEPT_KINDS) - set(NOT_SWEPT))
     assert not unknown, f"{defn.id}: sources of a kind the sweep does not know: {unknown}"
+    sources = [s for s in defn.sources if s["kind"] in SWEPT_KINDS]
+    skipped = sorted(s["name"] for s in defn.sources if s["kind"] in NOT_SWEPT)
     assert sources, f"{defn.id}: no source the sweep knows"
     for source in sources:
         fixture = fixture_for(defn, source)
@@ -177,7 +184,7 @@ def _sweep(defn: AgentDefinition, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     held = ", ".join(f"{k} {n}" for k, n in sorted(outcomes.items()))
     summary = (f"sweep {defn.id}: {run} cases over {len(sources)} sources ({len(fields)} fields), {len(VALUES)} "
                f"kinds of value, seed {SEED}: " + ", ".join(f"{k} {broken[k]}" for k in PROMISES) +
-               f"; {took:.1f} s; {held}")
+               f"; {took:.1f} s; {held}" + (f"; not swept yet: {', '.join(skipped)}" if skipped else ""))
     return summary, failures
 
 
