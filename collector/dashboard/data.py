@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from collector.usage.prices import CACHE_NAME, PriceTable
-from collector.usage.query import Filters, Totals, fold, git_choices, grouped
+from collector.usage.query import Filters, Totals, git_choices, grouped
 from collector.usage.report import totals_json
 from collector.usage.store import connect
 from collector.util.short_ids import shortest_unique
@@ -52,15 +52,26 @@ def usage_view(store: Path, snapshot: dict[str, Any], tz: tzinfo, tz_name: str, 
     finally:
         db.close()
     prices.save()
-    tables = {kind: [{"key": g.key, **totals_json(g.totals, tz)} for g in fold(rows, i)]
-              for i, kind in enumerate(KINDS)}
+    tables = {kind: [{"key": key, **totals_json(t, tz)} for key, t in _sums(rows, i)] for i, kind in enumerate(KINDS)}
     total = Totals()
-    for group in fold(rows, 0):
-        total.add(group.totals)
+    for _, _, totals in rows:
+        total.add(totals)
     return {**view, "price_table": prices.version, "daily": _days(first, today, tables["daily"]),
             "by_agent": tables["agent"], "by_model": tables["model"], "by_project": tables["project"],
             "by_repo": tables["repo"], "by_branch": tables["branch"], "git": choices,
             "total": totals_json(total, tz), "recent_failures": failures}
+
+
+def _sums(rows: list[tuple[tuple[str, ...], str, Totals]], index: int) -> list[tuple[str, Totals]]:
+    """The totals per key at ``index``, in key order: ``query.fold`` without its per-model breakdown, which the
+    page does not show (half the additions: 300 ms of a 90-day answer on 300,000 entries)."""
+    sums: dict[str, Totals] = {}
+    for keys, _, totals in rows:
+        found = sums.get(keys[index])
+        if found is None:
+            found = sums[keys[index]] = Totals()
+        found.add(totals)
+    return sorted(sums.items())
 
 
 def _days(first: date, last: date, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
