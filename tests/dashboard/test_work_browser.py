@@ -1,8 +1,9 @@
 """The dashboard's views of work in headless Chromium against a real daemon serving the fixture homes of all
 five agents, collected first by the real `collect --once`: the sessions list filtered by agent in the address
-shows that agent's sessions only and their numbers, a search by a tool name finds the session, the timeline of one (opened as its link opens it) shows
-the numbers `agent-collector report session ID --json` prints, turn by turn; screenshots of both, wide and
-narrow, are kept under the test's tmp dir (and, with AGENT_COLLECTOR_DOCS_SCREENSHOTS=1, in docs/img/)."""
+shows that agent's sessions only and their numbers, a search by a tool name finds the session, the timeline
+of one (opened as its link opens it) shows the numbers `agent-collector report session ID --json` prints, turn
+by turn, a hostile session id stays text; screenshots of the three views, wide and narrow, are kept under the
+test's tmp dir (and, with AGENT_COLLECTOR_DOCS_SCREENSHOTS=1, the wide ones in docs/img/)."""
 
 from __future__ import annotations
 
