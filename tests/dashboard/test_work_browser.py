@@ -155,6 +155,7 @@ def test_find_a_session_by_filter_and_check_its_timeline(served: tuple[Paths, in
     assert "&lt;img src=x" in overview, "a hostile session id is shown as text"
     links = overview.count('href="?view=session&amp;of=')
     assert links >= 6, "every live session and every listed failure links to its timeline"
+    assert 'href="?view=sessions&amp;agent=codex&amp;days=366"' in overview, "a report row links to its sessions"
 
     shots = {"sessions": {"view": "sessions", "days": "3660", "sort": "cost"}, "timeline": query,
              "activity": {"view": "activity", "days": "3660"}}

@@ -51,6 +51,15 @@ function card(label, value, key) {
   return el("div", { class: "card" }, el("div", { class: "v", "data-k": key }, value), el("div", { class: "l" }, label));
 }
 
+// A report row's link to the sessions it sums (the Sessions view filtered by that agent, model, project, ...).
+function rowLink(name, key, text) {
+  if (!key || !["agent", "model", "project", "repo", "branch"].includes(name)) return text;
+  const q = new URLSearchParams({ view: "sessions", [name]: key, days: $("days").value });
+  const a = el("a", { href: "?" + q.toString() }, text);
+  a.addEventListener("click", (e) => { e.preventDefault(); go({ view: "sessions", [name]: key, days: $("days").value }); });
+  return a;
+}
+
 function usageTable(rows, label, name, keyOf) {
   if (!rows.length) return el("p", { class: "empty" }, "nothing recorded in this window");
   const head = el("tr", {}, ...[label, "Calls", "Input", "Cache read", "Cache write", "Output", "Reasoning",
@@ -58,7 +67,8 @@ function usageTable(rows, label, name, keyOf) {
   const body = rows.map((r) => {
     const k = `${name}:${r.key}`;
     return el("tr", {},
-      el("td", { class: "text", title: r.key }, (keyOf ? keyOf(r.key) : r.key) || (name === "model" ? "unknown" : "(none)")),
+      el("td", { class: "text", title: r.key }, rowLink(name, r.key,
+        (keyOf ? keyOf(r.key) : r.key) || (name === "model" ? "unknown" : "(none)"))),
       el("td", { "data-k": `${k}:calls` }, int(r.calls)),
       el("td", { "data-k": `${k}:uncached_input_tokens` }, int(r.uncached_input_tokens)),
       el("td", { "data-k": `${k}:cache_read_tokens` }, int(r.cache_read_tokens)),
