@@ -9,6 +9,10 @@ with the collector's own hooks installed by `agent-collector install`.
     {workdir} is the project folder)
     .venv/bin/python scripts/capture_fixture.py --agent codex --case resume12 --scenario resume12
     (a scenario of tests/e2e/harness.py, run by its run_scenario: every turn a new process)
+    .venv/bin/python scripts/capture_fixture.py --agent codex --case tool_then_answer --scenario tool_then_answer \
+        --telemetry --into tests/fixtures/codex-telemetry
+    (`install --telemetry` too and `agent-collector run` up on a free port while the agent runs, so the
+    agent's own OTLP export is spooled in spool/otlp/<agent>/)
 
 Writes tests/fixtures/<agent>/<case>/: home/<the agent's session files>, spool/<agent>/*.jsonl (what our
 hook wrote), response_usage.jsonl (the server's exact usage per reply). expected.json is written by hand.
@@ -20,9 +24,12 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +47,9 @@ from harness import (  # noqa: E402
 )
 from npm_agents import ensure_agents  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "tests"))
+from support.waits import free_port, wait_listening  # noqa: E402
+
 SESSION_GLOBS = {
     "claude-code": [".claude/projects/*/*.jsonl", ".claude/projects/*/*/subagents/*.jsonl"],
     "codex": [".codex/sessions/*/*/*/rollout-*.jsonl"],
@@ -54,10 +64,32 @@ SESSION_GLOBS = {
 EXTRA_ENV = {"npm_config_fetch_retries": "0"}
 
 
-def collector(home: Path, *args: str) -> None:
+def _env(home: Path, port: int | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_COLLECTOR_")}
     env.update(HOME=str(home), AGENT_COLLECTOR_HOME=str(home))
-    subprocess.run([sys.executable, "-m", "collector", *args], cwd=ROOT, env=env, check=True)
+    if port is not None:
+        env["AGENT_COLLECTOR_INGEST__PORT"] = str(port)
+    return env
+
+
+def collector(home: Path, *args: str, port: int | None = None) -> None:
+    subprocess.run([sys.executable, "-m", "collector", *args], cwd=ROOT, env=_env(home, port), check=True)
+
+
+@contextmanager
+def daemon(home: Path, port: int | None) -> Iterator[None]:
+    """`agent-collector run` up while the agent runs (with --telemetry: its OTLP receiver), else nothing."""
+    if port is None:
+        yield
+        return
+    proc = subprocess.Popen([sys.executable, "-m", "collector", "run"], cwd=ROOT, env=_env(home, port),
+                            stdout=subprocess.DEVNULL)
+    try:
+        wait_listening(port)
+        yield
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
 
 
 def run_turn(agent: str, home: Path, work: Path, server: FakeLLMServer, turn: str) -> Any:
@@ -77,9 +109,12 @@ def main() -> None:
     turns = ap.add_mutually_exclusive_group(required=True)
     turns.add_argument("--turn", action="append")
     turns.add_argument("--scenario", choices=sorted(SCENARIOS))
+    ap.add_argument("--telemetry", action="store_true", help="install --telemetry, the daemon up during the run")
+    ap.add_argument("--into", type=Path, help="the fixtures folder of the case (default tests/fixtures/<agent>)")
     args = ap.parse_args()
     ensure_agents()
-    dest = ROOT / "tests" / "fixtures" / args.agent / args.case
+    dest = (args.into or ROOT / "tests" / "fixtures" / args.agent) / args.case
+    port = free_port() if args.telemetry else None
     with tempfile.TemporaryDirectory(prefix=f"capture-{args.agent}-") as tmp:
         home, work = Path(tmp) / "home", init_workdir(Path(tmp) / "work", git=True)
         home.mkdir()
@@ -89,12 +124,13 @@ def main() -> None:
                 override = home / ".config" / "agent-collector" / "agents.d" / "claude-code.json"
                 override.parent.mkdir(parents=True, exist_ok=True)
                 override.write_text(json.dumps({"id": "claude-code", "integration_variant": "settings"}))
-            collector(home, "install", "--agent", args.agent)
-            if args.scenario:
-                results = run_scenario(args.agent, args.scenario, home, work, server, extra_env=EXTRA_ENV)
-            else:
-                results = [run_turn(args.agent, home, work, server, turn.replace("{workdir}", str(work)))
-                           for turn in args.turn]
+            collector(home, "install", "--agent", args.agent, *(["--telemetry"] if port else []), port=port)
+            with daemon(home, port):
+                if args.scenario:
+                    results = run_scenario(args.agent, args.scenario, home, work, server, extra_env=EXTRA_ENV)
+                else:
+                    results = [run_turn(args.agent, home, work, server, turn.replace("{workdir}", str(work)))
+                               for turn in args.turn]
             for result in results:
                 print(f"turn rc={result.returncode}: {result.stdout[-300:]}", file=sys.stderr)
             usage = list(server.responses)

@@ -42,6 +42,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from collector.agents.codex_otel import CALL_KEYS, OTEL_KINDS, call_signature, parse_otel
 from collector.agents.common import (
     HookEnvelope,
     as_int,
@@ -63,6 +64,8 @@ _ABORTED = re.compile(r"^aborted by user\s*$", re.MULTILINE)  # the output of a 
 def parse(record: RawRecord) -> list[AgentActivityEntry]:
     if record.kind == "transcript":
         return _parse_rollout(record)
+    if record.kind in OTEL_KINDS:  # Codex's own telemetry (collector.agents.codex_otel)
+        return parse_otel(record)
     return _HOOKS.parse(record)
 
 
@@ -221,9 +224,12 @@ def _llm_response(line: _Line, last: Any, total: Any, extra: dict[str, Any]) -> 
     fields = ("total_tokens", "input_tokens", "output_tokens")
     key = "usage:" + ":".join(str(as_int(u.get(f))) for u in (total, last) for f in fields)
     model = _model_before(line)
+    sig = call_signature(line.session, model, last.get("input_tokens"), last.get("cached_input_tokens"),
+                         last.get("cache_write_input_tokens"))  # the key its telemetry's event shares
     attrs: dict[str, Any] = {
         "gen_ai.operation.name": "chat",
         "gen_ai.request.model": model,  # what Codex asked for; it records no response model
+        CALL_KEYS: [sig] if sig else None,
         **extra,
         **usage_attributes(
             as_int(last.get("input_tokens")),

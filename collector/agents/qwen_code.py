@@ -54,10 +54,31 @@ from collector.model import AgentActivityEntry, RawRecord
 _EXIT_CODE = re.compile(r"^Exit Code:\s*(-?\d+)", re.MULTILINE)  # in Qwen's case only (the Gemini CLI's: any)
 
 
+OTEL_KINDS = frozenset({"otel_log", "otel_span", "otel_metric"})  # spans and metrics make nothing
+
+
 def parse(record: RawRecord) -> list[AgentActivityEntry]:
     if record.kind == "transcript":
         return _parse_chat(record)
+    if record.kind in OTEL_KINDS:
+        return _parse_otel(record)
     return _HOOKS.parse(record)
+
+
+def _parse_otel(record: RawRecord) -> list[AgentActivityEntry]:
+    """Qwen Code's own OpenTelemetry (``telemetry`` in its settings.json, switched on by ``install
+    --telemetry``), as the OTLP receiver's records: its ``qwen-code.api_response`` log event carries the
+    attributes its chat log's ``ui_telemetry`` record of the same call carries (response id, model,
+    tokens, duration, prompt id; tests/fixtures/qwen-code-telemetry), so it makes the same entry, with the
+    same id: the pipeline's merge keeps one (docs/merge.md). Other events are what the hooks and the chat
+    log already make; spans and metrics (sums of the same calls) make nothing."""
+    log = record.data.get("log")
+    attrs = log.get("attributes") if isinstance(log, dict) and record.kind == "otel_log" else None
+    if not isinstance(attrs, dict) or attrs.get("event.name") != "qwen-code.api_response":
+        return []
+    session = attrs.get("session.id")
+    time_ns = as_int(log.get("time_unix_nano")) if isinstance(log, dict) else None
+    return _api_response(record, attrs, session if isinstance(session, str) and session else None, time_ns)
 
 
 # ---------------------------------------------------------------------------------------------- hooks
