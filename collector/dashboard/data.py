@@ -38,6 +38,7 @@ def usage_view(store: Path, snapshot: dict[str, Any], tz: tzinfo, tz_name: str, 
         "generated_unix": now, "timezone": tz_name, "days": days, "since": first.isoformat(),
         "until": today.isoformat(), "content_capture": capture, "store": str(store),
         "sessions": _sessions(snapshot), "health": _health(snapshot), "repo": repo, "branch": branch,
+        "budget": _budget(snapshot),
     }
     if not store.is_file():
         return {**view, "price_table": PriceTable().version, "daily": _days(first, today, []),
@@ -117,6 +118,16 @@ def _sessions(snapshot: dict[str, Any]) -> list[dict[str, Any]]:
 def _label_failures(failures: list[dict[str, Any]]) -> list[dict[str, Any]]:
     labels = shortest_unique(str(f.get("session") or "") for f in failures)
     return [f | {"session_label": labels[str(f.get("session") or "")]} for f in failures]
+
+
+def _budget(snapshot: dict[str, Any]) -> dict[str, Any]:
+    """The daemon's budgets ([budget] in its config): how many, and those at warn or over (name, level, part)."""
+    budget = snapshot.get("budget") if isinstance(snapshot.get("budget"), dict) else {}
+    crossed = [{"name": str(c.get("name")), "level": c.get("level"), "fraction": c.get("fraction"),
+                "hard": bool(c.get("hard"))}
+               for c in budget.get("crossed") or [] if isinstance(c, dict) and c.get("level") in ("warn", "over")]
+    limits = budget.get("limits")
+    return {"limits": limits if isinstance(limits, int) else 0, "crossed": crossed}
 
 
 def _health(snapshot: dict[str, Any]) -> dict[str, Any]:

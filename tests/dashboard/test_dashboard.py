@@ -267,3 +267,22 @@ def test_usage_filters_are_checked_at_the_route(served: Any) -> None:
     assert status == 200 and data["branch"] == "feature/x" and data["total"]["calls"] == 0 and data["by_agent"] == []
     assert get(server, "/v1/usage?repo=" + "a" * 2049, **dashboard)[0] == 400
     assert get(server, "/v1/usage?branch=a%0Ab", **dashboard)[0] == 400
+
+
+def test_the_budgets_state_is_in_the_view(tmp_path: Path) -> None:
+    """The daemon's [budget] state (its status snapshot) reaches the page: how many limits, and each one at
+    its warning or over with its part spent; nothing when there are none."""
+    from zoneinfo import ZoneInfo
+
+    from collector.dashboard.data import usage_view
+
+    snapshot = {"budget": {"limits": 2, "crossed": [
+        {"name": "daily", "level": "over", "fraction": 1.03, "hard": True, "spent": 10.3},
+        {"name": "weekly", "level": "warn", "fraction": 0.81, "hard": False},
+        {"name": "odd", "level": "ok"}, "not a dict"]}}
+    view = usage_view(tmp_path / "none.sqlite", snapshot, ZoneInfo("UTC"), "UTC", 30, False, 1.8e9)
+    assert view["budget"] == {"limits": 2, "crossed": [
+        {"name": "daily", "level": "over", "fraction": 1.03, "hard": True},
+        {"name": "weekly", "level": "warn", "fraction": 0.81, "hard": False}]}
+    assert usage_view(tmp_path / "none.sqlite", {}, ZoneInfo("UTC"), "UTC", 30, False, 1.8e9)["budget"] == {
+        "limits": 0, "crossed": []}

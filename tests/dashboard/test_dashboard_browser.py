@@ -85,6 +85,9 @@ def _store_by_agent(paths: Paths) -> dict[str, dict[str, int]]:
 @pytest.fixture
 def daemon(tmp_path: Path) -> Any:
     paths = merged_fixtures(tmp_path / "fixtures")
+    paths.config_dir.mkdir(parents=True, exist_ok=True)  # one budget: the page shows its state
+    with paths.config_file.open("a") as config:
+        config.write('\n[[budget.limits]]\nname = "daily"\nusd = 1000\nperiod = "day"\n')
     port = free_port()
     log = tmp_path / "daemon.log"
     process = start_daemon(paths, port, log)
@@ -199,6 +202,7 @@ def test_dashboard_in_chromium(daemon: tuple[Paths, int], tmp_path: Path) -> Non
         cell = shown[f"agent:{agent}:cost_usd"]
         assert cell == ("unpriced" if cost is None else f"${cost:.4f}" if cost < 1 else f"${cost:,.2f}"), agent
     assert shown["sessions:count"] == "1", "only the session active now is live, not the day-old history"
+    assert shown["budget:state"] == "ok", "the daemon's one budget, far from its amount today"
     assert shown["session:live-now-1:status"] == "idle"
     assert dom.count('data-k="failure"') >= 5, "the failing_command cases' tool failures are listed"
     assert shown["repo::calls"] == shown["branch::calls"] == shown["total:calls"], "no fixture is in a repository"

@@ -47,6 +47,17 @@ function ago(ns) {
 }
 const base = (path) => (path || "").replace(/\/+$/, "").split("/").pop() || "(none)";
 
+// The daemon's budgets: one card when any is configured ("ok", or each one at its warning or over).
+function budgetCards(budget) {
+  if (!budget || !budget.limits) return [];
+  const crossed = budget.crossed || [];
+  const text = crossed.length ? crossed.map((c) => `${c.name} ${c.level === "over" ? "OVER" : "warn"} ` +
+    `${Math.round((Number(c.fraction) || 0) * 100)}%`).join(", ") : "ok";
+  const node = card(`budgets (${int(budget.limits)})`, text, "budget:state");
+  node.classList.add(crossed.some((c) => c.level === "over") ? "over" : crossed.length ? "warn" : "ok");
+  return [node];
+}
+
 function card(label, value, key) {
   return el("div", { class: "card" }, el("div", { class: "v", "data-k": key }, value), el("div", { class: "l" }, label));
 }
@@ -182,7 +193,8 @@ function render(data) {
     card(`model calls, ${data.days} days`, int(t.calls), "total:calls"),
     card(`tool calls, ${data.days} days`, int(t.tool_calls), "total:tool_calls"),
     card(`tool failures, ${data.days} days`, int(t.tool_failures), "total:tool_failures"),
-    card("live sessions", int(data.sessions.length), "sessions:count"));
+    card("live sessions", int(data.sessions.length), "sessions:count"),
+    ...budgetCards(data.budget));
   barChart($("chart-cost"), data.daily, [["cost_usd", "bar-cost", "cost"]], (v) => "$" + v.toFixed(v < 10 ? 2 : 0));
   barChart($("chart-tokens"), data.daily, [["uncached_input_tokens", "uncached", "input"],
     ["cache_read_tokens", "cache-read", "cache read"], ["cache_write_tokens", "cache-write", "cache write"],
