@@ -122,7 +122,8 @@ def _label_failures(failures: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _budget(snapshot: dict[str, Any]) -> dict[str, Any]:
     """The daemon's budgets ([budget] in its config): how many, and those at warn or over (name, level, part)."""
-    budget = snapshot.get("budget") if isinstance(snapshot.get("budget"), dict) else {}
+    given = snapshot.get("budget")
+    budget: dict[str, Any] = given if isinstance(given, dict) else {}
     crossed = [{"name": str(c.get("name")), "level": c.get("level"), "fraction": c.get("fraction"),
                 "hard": bool(c.get("hard"))}
                for c in budget.get("crossed") or [] if isinstance(c, dict) and c.get("level") in ("warn", "over")]

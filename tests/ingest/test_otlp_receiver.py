@@ -75,7 +75,8 @@ def _not_parsed(daemon: Daemon, agent: str, kind: str) -> int:
 
 def test_the_sdk_exporters_deliver_logs_traces_and_metrics_in_protobuf(daemon: Daemon) -> None:
     """The OpenTelemetry SDK's OTLP/HTTP exporters, with the token as a header, get a success for every
-    signal; each record reaches the parser boundary (counted as not parsed yet by Gemini CLI's parser, which reads none of its telemetry)."""
+    signal; each record reaches the parser boundary (counted as not parsed yet by Gemini CLI's parser, which
+    reads none of its telemetry)."""
     from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
