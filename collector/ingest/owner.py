@@ -9,6 +9,7 @@ the caller decides (our clients then send, as before; the hooks never use the ne
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +24,16 @@ def listener_uid(port: int, tables: tuple[Path, ...] = TABLES) -> int | None:
     """The uid owning the socket that listens on ``port`` for 127.0.0.1; None: none listens, or the
     tables cannot be read."""
     want = f"{port:04X}"
+    for fields in _rows(tables, LISTEN):
+        address, _, hex_port = fields[1].partition(":")
+        if hex_port == want and address in _REACHING:
+            return int(fields[7])
+    return None
+
+
+def _rows(tables: tuple[Path, ...], state: str) -> Iterator[list[str]]:
+    """The fields of each socket row in ``state`` whose uid column is a number (tables that cannot be read
+    are passed over)."""
     for table in tables:
         try:
             lines = table.read_text(errors="replace").splitlines()[1:]
@@ -30,12 +41,8 @@ def listener_uid(port: int, tables: tuple[Path, ...] = TABLES) -> int | None:
             continue
         for line in lines:
             fields = line.split()
-            if len(fields) < 8 or fields[3] != LISTEN:
-                continue
-            address, _, hex_port = fields[1].partition(":")
-            if hex_port == want and address in _REACHING and fields[7].isdigit():
-                return int(fields[7])
-    return None
+            if len(fields) >= 8 and fields[3] == state and fields[7].isdigit():
+                yield fields
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,16 +78,7 @@ def peer_uid(peer_port: int, server_port: int, tables: tuple[Path, ...] = TABLES
     not found or the tables cannot be read. The OTLP receiver takes an agent's telemetry without the
     token from a client of our own user (docs/otlp-receiver.md, "Who may post")."""
     local, remote = f"{peer_port:04X}", f"{server_port:04X}"
-    for table in tables:
-        try:
-            lines = table.read_text(errors="replace").splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            if len(fields) < 8 or fields[3] != ESTABLISHED:
-                continue
-            if fields[1].rpartition(":")[2] == local and fields[2].rpartition(":")[2] == remote \
-                    and fields[7].isdigit():
-                return int(fields[7])
+    for fields in _rows(tables, ESTABLISHED):
+        if fields[1].rpartition(":")[2] == local and fields[2].rpartition(":")[2] == remote:
+            return int(fields[7])
     return None
