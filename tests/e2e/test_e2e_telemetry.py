@@ -2,6 +2,7 @@
 install --telemetry` (Claude Code's `env` in settings.json, Codex's `[otel]`, Qwen Code's `telemetry`; no
 token in any), against the fake model server, the daemon up: each CLI's OTLP requests reach our receiver
 without the token, are spooled, counted in the live status and read back by the agent's telemetry source;
+`report` counts every model call once with the server's tokens (files and telemetry merged, docs/merge.md);
 `uninstall` gives the config file back byte for byte (Qwen Code rewrites its own settings.json on start,
 adding `$version`: there the settings as they were, Qwen's own change kept)."""
 
@@ -46,6 +47,22 @@ def _spooled_events(env: AgentHome, agent: str) -> set[Any]:
     return names - {None}
 
 
+def _served_totals(server: FakeLLMServer) -> tuple[int, ...]:
+    """(calls, input incl. cached, output, cache reads, cache writes) the model server sent."""
+    from support import usage_tuple
+
+    parts = [usage_tuple(r["api"], r["usage"]) for r in server.responses if r.get("kind") == "response_usage"]
+    return (len(parts), *(sum(p[i] for p in parts) for i in range(4)))
+
+
+def _session_totals(env: AgentHome) -> tuple[int, ...] | None:
+    rows = json.loads(collector(env.home, "report", "session", "--json", "--timezone", "UTC").stdout)["rows"]
+    if len(rows) != 1:
+        return None
+    return tuple(rows[0][k] for k in ("calls", "input_tokens", "output_tokens", "cache_read_tokens",
+                                      "cache_write_tokens"))
+
+
 def _without_our_version_noise(agent: str, data: bytes | None) -> Any:
     """Qwen Code rewrites its settings.json on start (adds ``$version``, reorders): compare the parsed
     settings without what Qwen itself adds."""
@@ -80,6 +97,9 @@ def test_install_telemetry_sends_the_agents_own_otlp_to_the_daemon(
         source = f"{agent}:telemetry"
         wait_for(lambda: _live_status(agent_home, port)["sources"][source]["otel_records"] > 0, timeout=30,
                  what="the daemon reading the telemetry back from its spool")
+        truth = _served_totals(fake_llm)
+        wait_for(lambda: _session_totals(agent_home) == truth, timeout=30,
+                 what=f"report: the server's {truth} from files and telemetry merged, each call once")
         status = _live_status(agent_home, port)
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -88,6 +108,7 @@ def test_install_telemetry_sends_the_agents_own_otlp_to_the_daemon(
     events = _spooled_events(agent_home, agent)
     assert event in events, events
     assert status["otlp"]["records"][agent] > 0
+    assert _session_totals(agent_home) == truth  # still once each after the daemon stopped
     assert status["ingest"]["requests"].get("otlp_same_user", 0) >= 1  # no token: our own user's client
     collector(agent_home.home, "uninstall", "--agent", agent, port=port)
     after = config.read_bytes() if config.exists() else None
