@@ -11,6 +11,7 @@ from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any
 
 from collector.usage.prices import PriceTable
 from collector.usage.query import Filters, escape_like, has_git_columns, models_present
@@ -129,6 +130,39 @@ class Pricer:
     def cost(self, row: Row) -> Decimal | None:
         rates = self.prices.rates(row.model or None, row.provider or None, row.day, row.input)
         return None if rates is None else rates.cost(row.input, row.cache_read, row.cache_write, row.output)
+
+
+@dataclass(slots=True)
+class CallSums:
+    """The model calls' tokens and cost, as every detail report sums them (cache reads and writes apart;
+    a call of a model without a price counted, its cost left out)."""
+
+    calls: int = 0
+    input: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    output: int = 0
+    cost: Decimal = Decimal(0)
+    unpriced_calls: int = 0
+
+    def add_call(self, row: Row, pricer: Pricer) -> None:
+        self.calls += 1
+        self.input += row.input
+        self.cache_read += row.cache_read
+        self.cache_write += row.cache_write
+        self.output += row.output
+        cost = pricer.cost(row)
+        if cost is None:
+            self.unpriced_calls += 1
+        else:
+            self.cost += cost
+
+    def tokens_json(self) -> dict[str, Any]:
+        return {"calls": self.calls, "input_tokens": self.input, "cache_read_tokens": self.cache_read,
+                "cache_write_tokens": self.cache_write, "output_tokens": self.output,
+                "total_tokens": self.input + self.output,
+                "cost_usd": money(self.cost) if self.calls > self.unpriced_calls or not self.calls else None,
+                "unpriced_calls": self.unpriced_calls}
 
 
 def money(value: Decimal | None) -> float | None:

@@ -13,21 +13,14 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from collector.usage.event_rows import Pricer, Row, load, money, share
+from collector.usage.event_rows import CallSums, Pricer, Row, load, money, share
 from collector.usage.prices import PriceTable
 from collector.usage.query import Filters
 
 
 @dataclass(slots=True)
-class ModelSums:
-    model: str
-    calls: int = 0
-    input: int = 0
-    cache_read: int = 0
-    cache_write: int = 0
-    output: int = 0
-    cost: Decimal = Decimal(0)
-    unpriced_calls: int = 0
+class ModelSums(CallSums):
+    model: str = ""
     tool_results: int = 0
     tool_failures: int = 0
     tasks: set[tuple[str, str, str]] = field(default_factory=set)
@@ -35,11 +28,8 @@ class ModelSums:
 
     def json(self) -> dict[str, Any]:
         tasks = len(self.tasks)
-        return {"model": self.model, "agents": sorted(self.agents), "calls": self.calls, "input_tokens": self.input,
-                "cache_read_tokens": self.cache_read, "cache_write_tokens": self.cache_write,
-                "output_tokens": self.output, "total_tokens": self.input + self.output,
-                "cost_usd": money(self.cost) if self.calls > self.unpriced_calls else None,
-                "unpriced_calls": self.unpriced_calls, "cost_per_call_usd": _per(self.cost, self.calls),
+        return {"model": self.model, "agents": sorted(self.agents), **self.tokens_json(),
+                "cost_per_call_usd": _per(self.cost, self.calls),
                 "cache_hit_rate": share(self.cache_read, self.input), "tool_results": self.tool_results,
                 "tool_failures": self.tool_failures, "tool_failure_rate": share(self.tool_failures, self.tool_results),
                 "tasks": tasks, "turns_per_task": round(self.calls / tasks, 3) if tasks else None}
@@ -55,18 +45,9 @@ def compare(rows: Sequence[Row], pricer: Pricer) -> list[ModelSums]:
     for row in rows:
         if row.name != "llm.response":
             continue
-        sums = models.setdefault(row.model or "unknown", ModelSums(row.model or "unknown"))
-        sums.calls += 1
-        sums.input += row.input
-        sums.cache_read += row.cache_read
-        sums.cache_write += row.cache_write
-        sums.output += row.output
+        sums = models.setdefault(row.model or "unknown", ModelSums(model=row.model or "unknown"))
+        sums.add_call(row, pricer)
         sums.agents.add(row.agent)
-        cost = pricer.cost(row)
-        if cost is None:
-            sums.unpriced_calls += 1
-        else:
-            sums.cost += cost
         if row.turn:
             task = (row.agent, row.session, row.turn)
             sums.tasks.add(task)

@@ -7,23 +7,15 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
-from decimal import Decimal
 from typing import Any
 
-from collector.usage.event_rows import Pricer, Row, load, money, sessions_like
+from collector.usage.event_rows import CallSums, Pricer, Row, load, sessions_like
 from collector.usage.prices import PriceTable
 from collector.usage.query import Filters
 
 
 @dataclass(slots=True)
-class Sums:
-    calls: int = 0
-    input: int = 0
-    cache_read: int = 0
-    cache_write: int = 0
-    output: int = 0
-    cost: Decimal = Decimal(0)
-    unpriced_calls: int = 0
+class Sums(CallSums):
     tool_calls: int = 0
     tool_failures: int = 0
     errors: int = 0
@@ -33,27 +25,14 @@ class Sums:
     def add_row(self, row: Row, pricer: Pricer) -> None:
         self.first_ns = row.time_ns if self.first_ns is None else min(self.first_ns, row.time_ns)
         if row.name == "llm.response":
-            self.calls += 1
-            self.input += row.input
-            self.cache_read += row.cache_read
-            self.cache_write += row.cache_write
-            self.output += row.output
-            cost = pricer.cost(row)
-            if cost is None:
-                self.unpriced_calls += 1
-            else:
-                self.cost += cost
+            self.add_call(row, pricer)
         self.tool_calls += row.name == "tool.call"
         self.tool_failures += row.name == "tool.result" and row.tool_status == "error"
         self.errors += row.name == "error"
         self.prompts += row.name == "user.prompt"
 
     def json(self) -> dict[str, Any]:
-        return {"calls": self.calls, "input_tokens": self.input, "cache_read_tokens": self.cache_read,
-                "cache_write_tokens": self.cache_write, "output_tokens": self.output,
-                "total_tokens": self.input + self.output,
-                "cost_usd": money(self.cost) if self.calls > self.unpriced_calls or not self.calls else None,
-                "unpriced_calls": self.unpriced_calls, "tool_calls": self.tool_calls,
+        return {**self.tokens_json(), "tool_calls": self.tool_calls,
                 "tool_failures": self.tool_failures, "errors": self.errors, "prompts": self.prompts}
 
 
