@@ -28,7 +28,7 @@ from collector.sources.base import Item, Position, Source
 from collector.sources.context import BuildContext, SourceBuilder
 from collector.sources.jsonl_files import JsonlFiles
 from collector.sources.otel_js_lines import records_of_line
-from collector.sources.otlp_records import KINDS, records_of
+from collector.sources.otlp_records import KINDS, parts_left_out, records_of, signal_of_export
 
 SPOOL_FOLDER = "otlp"  # <spool>/otlp/<agent>/, written by collector.ingest.otlp_route
 _SIGNALS = frozenset(KINDS)
@@ -43,6 +43,7 @@ class OtlpFiles(JsonlFiles):
         self._spooled = spooled
         self.stats.extra["otel_records"] = 0
         self.stats.extra["otel_lines_without_records"] = 0
+        self.stats.extra["otel_parts_not_objects"] = 0  # an export request's lists or elements of another type
 
     async def read(self) -> AsyncIterator[Item]:
         async for record, position in super().read():
@@ -65,12 +66,16 @@ class OtlpFiles(JsonlFiles):
 
     def _expand(self, line: dict[str, Any]) -> list[dict[str, Any]]:
         if not self._spooled:
+            export_signal = signal_of_export(line)
+            if export_signal is not None:
+                self.stats.extra["otel_parts_not_objects"] += parts_left_out(export_signal, line)
             return [{**r, "received": None, "request": None, "index": i} for i, r in enumerate(records_of_line(line))]
         signal, payload = line.get("event"), line.get("payload")
         if signal not in _SIGNALS or not isinstance(payload, dict) or not isinstance(payload.get("export"), dict):
             return []
         received = line.get("ts") if isinstance(line.get("ts"), int | float) else None
         digest = payload.get("digest") if isinstance(payload.get("digest"), str) else None
+        self.stats.extra["otel_parts_not_objects"] += parts_left_out(str(signal), payload["export"])
         return [{**r, "received": received, "request": digest, "index": i}
                 for i, r in enumerate(records_of(str(signal), payload["export"]))]
 

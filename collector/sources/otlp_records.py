@@ -50,6 +50,29 @@ def records_of(signal: str, export: dict[str, Any]) -> Iterator[dict[str, Any]]:
                         yield {"signal": signal, "resource": resource, "scope": scope, "metric": metric}
 
 
+def parts_left_out(signal: str, export: dict[str, Any]) -> int:
+    """How many parts of the request ``records_of`` leaves out: a resource, scope or item list that is not
+    a list, an element of one that is not an object (each is counted by the source, never silently lost)."""
+    left = 0
+    for resource_part in _dicts(export.get(_RESOURCES[signal])):
+        for scope_part in _dicts(resource_part.get(_SCOPES[signal])):
+            items = scope_part.get(_ITEMS[signal])
+            left += _not_objects(items)
+            if signal == "metrics":
+                for metric in _dicts(items):
+                    bodies = [metric[k] for k in POINT_KINDS if isinstance(metric.get(k), dict)]
+                    left += sum(_not_objects(b.get("dataPoints")) for b in bodies[:1])
+        left += _not_objects(resource_part.get(_SCOPES[signal]))
+    return left + _not_objects(export.get(_RESOURCES[signal]))
+
+
+def _not_objects(value: Any) -> int:
+    """1 for a present value that is not a list, else its elements that are not objects."""
+    if value is None:
+        return 0
+    return sum(not isinstance(v, dict) for v in value) if isinstance(value, list) else 1
+
+
 def _resource(part: dict[str, Any]) -> dict[str, Any]:
     inner = part.get("resource")
     inner = inner if isinstance(inner, dict) else {}

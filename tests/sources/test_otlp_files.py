@@ -16,7 +16,8 @@ from collector.sources.otlp_files import OtlpFiles, otlp_service_agents
 from collector.sources.otlp_records import MAX_DEPTH, TOO_DEEP
 from collector.sources.spool_writer import SpoolWriter
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "copilot" / "otel_file_exporter" / "otel.jsonl"
+FIXTURE = (Path(__file__).resolve().parents[1] / "fixtures" / "copilot" / "otel_file_exporter" / "home" / ".copilot"
+           / "otel" / "otel.jsonl")
 TRACE_ID = "5b8efff798038103d269b633813fc60c"
 
 
@@ -135,6 +136,22 @@ def test_hostile_lines_are_counted_not_fatal(tmp_path: Path) -> None:
     assert body == TOO_DEEP
     assert records[1].data["log"]["odd"] == [[[[[1]]]]]
     assert source.stats.malformed == 2 and source.stats.extra["otel_lines_without_records"] == 1
+    assert source.stats.extra["otel_parts_not_objects"] == 1  # the log record that is a string: counted, not lost
+
+
+def test_parts_of_another_type_in_a_spooled_request_are_counted(tmp_path: Path) -> None:
+    export = _export()
+    export["resourceLogs"] += [7, {"scopeLogs": "none", "resource": {}}]
+    export["resourceLogs"][0]["scopeLogs"] += [{"logRecords": [[[1]], None]}, "scope"]
+    writer = SpoolWriter(tmp_path / "spool", fsync=False)
+    writer.append("otlp/claude-code", "logs", {"digest": "d" * 32, "export": export}, 1796000000.5)
+    writer.close()
+    source = OtlpFiles("claude-code:telemetry", "claude-code", [str(tmp_path / "spool" / "otlp" / "claude-code" /
+                                                                    "*.jsonl")], {}, 1 << 20, spooled=True)
+    records = [r for r, _ in _read(source) if r is not None]
+    assert len(records) == 3  # the good log records still read
+    # a resource that is a number, scopeLogs a string, a scope a string, two log records that are no objects
+    assert source.stats.extra["otel_parts_not_objects"] == 5
 
 
 def test_service_names_route_to_the_first_enabled_agent_by_id() -> None:

@@ -21,12 +21,19 @@ from typing import Any
 
 from collector.definitions import AgentDefinition
 from collector.paths import Paths
+from collector.sources.otlp_files import SPOOL_FOLDER
+from collector.sources.spool_writer import SpoolWriter
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 _RAW = "\u0000sweep-raw\u0000"  # a placeholder string replaced by raw JSON text after encoding
 # fields a parser reads for ids, times, tokens, tool ids and kinds: drawn more often than the rest
 _INTERESTING = re.compile(r"(id|uuid|session|time|stamp|ts|token|usage|input|output|cache|call|tool|type|"
-                          r"model|name|payload|message|role|parts|cwd|event|status|kind|content)", re.I)
+                          r"model|name|payload|message|role|parts|cwd|event|status|kind|content|value)", re.I)
+LINE_KINDS = ("spool", "jsonl", "otlp", "otlp_file")  # one JSON value a line
+OTEL_KINDS = ("otlp", "otlp_file")  # OTLP/JSON lines: fields deep inside (attribute values, ids, times)
+OTEL_DEPTH = 12  # payload.export.resourceLogs[i].scopeLogs[j].logRecords[k].attributes[n].value.stringValue
+# the lists whose elements are one record each (removing one leaves the line's other records)
+_OTEL_ITEMS = ("logRecords", "spans", "metrics", "dataPoints")
 
 
 @dataclass(frozen=True)
@@ -68,7 +75,7 @@ class Target:
     SQLite row (``table``, ``rowid``) and, inside it, a column and a JSON path in that column's text."""
 
     source: str  # the definition's source name
-    kind: str  # spool | jsonl | json_file | sqlite
+    kind: str  # spool | jsonl | otlp | otlp_file | json_file | sqlite
     file: Path  # relative to the case's root (home/ or spool/ parent)
     line: int | None = None
     path: tuple[str | int, ...] = ()
@@ -110,9 +117,12 @@ def _kind(value: Any) -> str:
 
 
 def fixture_cases(agent: str) -> list[Path]:
-    root = FIXTURES / agent
-    cases = sorted((p for p in root.iterdir() if (p / "home").is_dir() or (p / "spool").is_dir()),
-                   key=lambda p: (p.name != "tool_then_answer", p.name)) if root.is_dir() else []
+    """The agent's fixture cases (tool_then_answer first), then those of its telemetry (``<agent>-telemetry``:
+    the OTLP receiver's spool beside the home of the same run)."""
+    cases: list[Path] = []
+    for root in (FIXTURES / agent, FIXTURES / f"{agent}-telemetry"):
+        cases += sorted((p for p in root.iterdir() if (p / "home").is_dir() or (p / "spool").is_dir()),
+                        key=lambda p: (p.name != "tool_then_answer", p.name)) if root.is_dir() else []
     return cases
 
 
@@ -121,7 +131,10 @@ def source_files(defn: AgentDefinition, source: dict[str, Any], paths: Paths) ->
     if kind == "spool":
         folder = paths.spool_dir / defn.id
         return sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
-    if kind in ("jsonl", "json_file"):
+    if kind == "otlp":  # what the receiver spooled: <spool>/otlp/<agent>/*.jsonl (collector.sources.otlp_files)
+        folder = paths.spool_dir / SPOOL_FOLDER / defn.id
+        return sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
+    if kind in ("jsonl", "json_file", "otlp_file"):
         found: list[Path] = []
         for pattern in source.get("globs", []):
             expanded = paths.expand(pattern, env={})
@@ -142,16 +155,45 @@ def fixture_for(defn: AgentDefinition, source: dict[str, Any]) -> Path | None:
     return None
 
 
-def _paths_in(value: Any, prefix: tuple[str | int, ...] = (), depth: int = 3) -> Iterator[tuple[str | int, ...]]:
+def built_otlp_case(defn: AgentDefinition, source: dict[str, Any], into: Path) -> Path | None:
+    """For an ``otlp`` source with no recorded spool: a case whose spool holds one line as the receiver
+    writes it (``SpoolWriter.line``, as ``collector.ingest.otlp_route`` does) of a small OTLP/JSON logs
+    request (https://opentelemetry.io/docs/specs/otlp/#json-protobuf-encoding: hex ids, 64-bit integers as
+    strings, typed attribute values) from the definition's first ``service_names`` value; None for others."""
+    services = source.get("service_names") or []
+    if source["kind"] != "otlp" or not services:
+        return None
+    def attrs(**values: Any) -> list[dict[str, Any]]:
+        return [{"key": k.replace("_", "."), "value": v} for k, v in values.items()]
+    records = [{"timeUnixNano": str(1_796_000_000_000_000_000 + n), "observedTimeUnixNano": "1796000000500000000",
+                "severityNumber": 9, "body": {"stringValue": f"sweep event {n}"},
+                "traceId": "5b8efff798038103d269b633813fc60c", "spanId": f"eee19b7ec3c1b17{n}",
+                "attributes": attrs(event_name={"stringValue": "sweep.event"}, session_id={"stringValue": "sweep-1"},
+                                    input_tokens={"intValue": str(10 + n)}, duration_ms={"doubleValue": 1.5})}
+               for n in range(2)]
+    export = {"resourceLogs": [{"resource": {"attributes": attrs(service_name={"stringValue": services[0]})},
+                                "scopeLogs": [{"scope": {"name": "sweep", "version": "1"}, "logRecords": records}]}]}
+    line = SpoolWriter.line(defn.id, "logs", {"digest": "0" * 32, "export": export}, 1_796_000_001.0)
+    folder = into / "spool" / SPOOL_FOLDER / defn.id
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{defn.id}-built.http.jsonl").write_bytes(line)
+    (into / "home").mkdir(exist_ok=True)
+    return into
+
+
+def _paths_in(value: Any, prefix: tuple[str | int, ...] = (), depth: int = 3,
+              every: bool = False) -> Iterator[tuple[str | int, ...]]:
+    """The fields of ``value`` down to ``depth``: of a list its first element (``every``: each one)."""
     if depth == 0:
         return
     if isinstance(value, dict):
         for key, child in value.items():
             yield (*prefix, key)
-            yield from _paths_in(child, (*prefix, key), depth - 1)
+            yield from _paths_in(child, (*prefix, key), depth - 1, every)
     elif isinstance(value, list) and value:
-        yield (*prefix, 0)
-        yield from _paths_in(value[0], (*prefix, 0), depth - 1)
+        for n, child in enumerate(value if every else value[:1]):
+            yield (*prefix, n)
+            yield from _paths_in(child, (*prefix, n), depth - 1, every)
 
 
 def targets(defn: AgentDefinition, source: dict[str, Any], paths: Paths, root: Path) -> list[Target]:
@@ -160,13 +202,14 @@ def targets(defn: AgentDefinition, source: dict[str, Any], paths: Paths, root: P
     kind = source["kind"]
     for file in source_files(defn, source, paths):
         rel = file.relative_to(root)
-        if kind in ("spool", "jsonl"):
+        if kind in LINE_KINDS:
+            deep = {"depth": OTEL_DEPTH, "every": True} if kind in OTEL_KINDS else {}
             for n, line in enumerate(file.read_bytes().splitlines()):
                 try:
                     data = json.loads(line)
                 except ValueError:
                     continue
-                out += [Target(source["name"], kind, rel, n, p) for p in _paths_in(data)]
+                out += [Target(source["name"], kind, rel, n, p) for p in _paths_in(data, **deep)]
         elif kind == "json_file":
             data = json.loads(file.read_bytes())
             out += [Target(source["name"], kind, rel, None, p) for p in _paths_in(data, depth=4)]
@@ -250,7 +293,7 @@ def _encode(data: Any, path: tuple[str | int, ...], value: Value) -> bytes:
 def apply(case: Case, root: Path) -> None:
     t = case.target
     file = root / t.file
-    if t.kind in ("spool", "jsonl"):
+    if t.kind in LINE_KINDS:
         lines = file.read_bytes().splitlines()
         assert t.line is not None
         case.original = _get(json.loads(lines[t.line]), t.path)
@@ -276,11 +319,19 @@ def apply(case: Case, root: Path) -> None:
 
 
 def remove(target: Target, root: Path) -> None:
-    """The record itself taken away (the neighbours' baseline)."""
+    """The record itself taken away (the neighbours' baseline): a line, or in an OTLP/JSON line the one log
+    record, span, metric or data point the field is in."""
     file = root / target.file
-    if target.kind in ("spool", "jsonl"):
+    if target.kind in LINE_KINDS:
         lines = file.read_bytes().splitlines()
-        del lines[target.line]  # type: ignore[arg-type]
+        assert target.line is not None
+        item = _otel_item(target.path) if target.kind in OTEL_KINDS else None
+        if item:
+            data = json.loads(lines[target.line])
+            del _get(data, item[:-1])[item[-1]]
+            lines[target.line] = json.dumps(data, ensure_ascii=False).encode()
+        else:
+            del lines[target.line]
         file.write_bytes(b"".join(line + b"\n" for line in lines))
     elif target.kind == "json_file":
         file.unlink()
@@ -291,6 +342,12 @@ def remove(target: Target, root: Path) -> None:
             conn.commit()
         finally:
             conn.close()
+
+
+def _otel_item(path: tuple[str | int, ...]) -> tuple[str | int, ...] | None:
+    """The path of the innermost record (``_OTEL_ITEMS`` element) ``path`` lies in; None when none."""
+    ends = [n + 2 for n in range(len(path) - 1) if path[n] in _OTEL_ITEMS and isinstance(path[n + 1], int)]
+    return path[:ends[-1]] if ends else None
 
 
 def case_paths(root: Path) -> Paths:
