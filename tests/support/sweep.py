@@ -32,8 +32,6 @@ _INTERESTING = re.compile(r"(id|uuid|session|time|stamp|ts|token|usage|input|out
 LINE_KINDS = ("spool", "jsonl", "otlp", "otlp_file")  # one JSON value a line
 OTEL_KINDS = ("otlp", "otlp_file")  # OTLP/JSON lines: fields deep inside (attribute values, ids, times)
 OTEL_DEPTH = 12  # payload.export.resourceLogs[i].scopeLogs[j].logRecords[k].attributes[n].value.stringValue
-# the lists whose elements are one record each (removing one leaves the line's other records)
-_OTEL_ITEMS = ("logRecords", "spans", "metrics", "dataPoints")
 
 
 @dataclass(frozen=True)
@@ -319,19 +317,13 @@ def apply(case: Case, root: Path) -> None:
 
 
 def remove(target: Target, root: Path) -> None:
-    """The record itself taken away (the neighbours' baseline): a line, or in an OTLP/JSON line the one log
-    record, span, metric or data point the field is in."""
+    """The record itself taken away (the neighbours' baseline): for line kinds the whole line (an OTLP/JSON
+    line's records are not taken one by one: their ids are made of the request digest and the record's index
+    in it, which taking one away would shift, so that another call would seem to be the same)."""
     file = root / target.file
     if target.kind in LINE_KINDS:
         lines = file.read_bytes().splitlines()
-        assert target.line is not None
-        item = _otel_item(target.path) if target.kind in OTEL_KINDS else None
-        if item:
-            data = json.loads(lines[target.line])
-            del _get(data, item[:-1])[item[-1]]
-            lines[target.line] = json.dumps(data, ensure_ascii=False).encode()
-        else:
-            del lines[target.line]
+        del lines[target.line]  # type: ignore[arg-type]
         file.write_bytes(b"".join(line + b"\n" for line in lines))
     elif target.kind == "json_file":
         file.unlink()
@@ -342,12 +334,6 @@ def remove(target: Target, root: Path) -> None:
             conn.commit()
         finally:
             conn.close()
-
-
-def _otel_item(path: tuple[str | int, ...]) -> tuple[str | int, ...] | None:
-    """The path of the innermost record (``_OTEL_ITEMS`` element) ``path`` lies in; None when none."""
-    ends = [n + 2 for n in range(len(path) - 1) if path[n] in _OTEL_ITEMS and isinstance(path[n + 1], int)]
-    return path[:ends[-1]] if ends else None
 
 
 def case_paths(root: Path) -> Paths:
