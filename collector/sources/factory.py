@@ -55,9 +55,16 @@ def source_kinds() -> Registry[SourceBuilder]:
     return Registry("source kind", builtin, group="agent_collector.source_kinds")
 
 
+OWN_TELEMETRY = ("otlp", "otlp_file")  # the agent's own telemetry: read after its files and hooks
+
+
 def build_sources(defn: AgentDefinition, ctx: BuildContext) -> list[Source]:
+    """The definition's sources in its order, but its own telemetry last: a cycle that finds both (a
+    backfill, a rebuild, `collect --once`) then pairs the telemetry with the file's entry of the call, so
+    the call keeps the file's ``event.id`` as a live daemon that read the file first gave it (docs/merge.md)."""
     sources: list[Source] = []
-    for n, spec in enumerate(defn.sources):
+    specs = sorted(enumerate(defn.sources), key=lambda item: item[1].get("kind") in OWN_TELEMETRY)
+    for n, spec in specs:
         try:
             sources.append(source_kinds().build(spec["kind"], spec, defn, ctx))
         except (UnknownKind, PluginConfigError) as exc:
