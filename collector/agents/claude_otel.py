@@ -8,17 +8,22 @@ event; Claude Code's monitoring docs, https://code.claude.com/docs/en/monitoring
 no message id, so its entry cannot be given the transcript's id of the same call; it carries the keys the
 pipeline's merge (collector.pipeline.merge, docs/merge.md) pairs it by instead: the request id, and the
 call's input-side signature. Other events (user prompts, tool results, API errors) are what the hooks and
-the transcript already make, with ids the telemetry lacks: they make nothing here.
+the transcript already make, with ids the telemetry lacks: they make nothing here. An ``api_request``
+that could pair by neither (no ``request_id``; ``session.id`` or ``model`` absent or not a string) makes no
+entry but a counted marker: delivered, it would count the transcript's call a second time.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from collector.agents.common import as_int, iso_to_ns, native_entry, usage_excluding_cache
+from collector.agents.common import as_int, iso_to_ns, native_entry, unreadable, usage_excluding_cache, wrong_types
 from collector.model import AgentActivityEntry, RawRecord
 
 PREFIX = "claude_code."
+# what pairs the call with its transcript line (signature; Claude Code sends both with every api_request):
+# absent or wrong-typed, with no request id, the call would be delivered twice (once from the transcript)
+_PAIRING_TYPES = {"session.id": str, "model": str}
 CALL_KEYS = "collector.call_keys"  # the merge's pairing keys; removed by the merge, never exported
 
 
@@ -30,7 +35,11 @@ def parse_log(record: RawRecord) -> list[AgentActivityEntry]:
     attrs = attrs if isinstance(attrs, dict) else {}
     if event_name(log, attrs) != "api_request":
         return []
-    return [_api_request(record, log, attrs)]
+    unpairable = wrong_types(record, attrs, _PAIRING_TYPES, "api_request") + [
+        unreadable(record, f"api_request has no {name}") for name in _PAIRING_TYPES if attrs.get(name) is None]
+    if unpairable and not isinstance(attrs.get("request_id"), str):
+        return unpairable  # counted with its cause; the transcript's line of the call still makes it
+    return [_api_request(record, log, attrs), *unpairable]
 
 
 def event_name(log: dict[str, Any], attrs: dict[str, Any]) -> str | None:

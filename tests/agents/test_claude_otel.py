@@ -16,8 +16,11 @@ from typing import Any
 
 from support import FIXTURES, collect, env_without_collector, long_after, prepare_fixture, read_output
 
+from collector.agents import claude_otel
 from collector.config import load_config
 from collector.daemon.service import Service
+from collector.model import RawRecord
+from collector.model.entry import UNREADABLE
 
 CASE = FIXTURES / "claude-code-telemetry" / "streamed_placeholder"
 ORIGINAL = FIXTURES / "claude-code" / "tool_then_answer"  # what CASE was built from (its README)
@@ -123,3 +126,23 @@ def test_telemetry_alone_gives_the_totals_files_alone_give(tmp_path: Path) -> No
     shutil.rmtree(files.spool_dir)
     collect(files, clock=long_after)
     assert _totals(_report(alone)) == _totals(_report(files)) == _truth()
+
+
+def _api_request(**attrs: Any) -> RawRecord:
+    log = {"attributes": {"event.name": "api_request", "input_tokens": "5", "cache_read_tokens": "0",
+                          "cache_creation_tokens": "0", "output_tokens": "7", **attrs}}
+    return RawRecord("claude-code", "otel_log", {"log": log, "request": "d" * 32, "index": 0}, "s", "0:0", 1)
+
+
+def test_an_api_request_that_cannot_be_paired_is_counted_not_delivered_twice() -> None:
+    """A wrong-typed session.id or model leaves no key to pair the call with its transcript line: it is
+    counted (the hostile-input sweep, seed 35, saw it delivered as a second llm.response); with a request id
+    the call still pairs, and the wrong type is counted beside it."""
+    good = claude_otel.parse_log(_api_request(**{"session.id": "s1", "model": "m"}))
+    assert [e.name for e in good] == ["llm.response"]
+    (marker,) = claude_otel.parse_log(_api_request(**{"session.id": 1.5, "model": "m"}))
+    assert marker.name == UNREADABLE and "session.id is a number, not a string" in marker.attributes["reason"]
+    (marker,) = claude_otel.parse_log(_api_request(model="m"))  # an attribute value the decoder could not read
+    assert marker.attributes["reason"] == "api_request has no session.id"
+    paired = claude_otel.parse_log(_api_request(**{"session.id": "s1", "model": ["m"], "request_id": "r1"}))
+    assert [e.name for e in paired] == ["llm.response", UNREADABLE]

@@ -14,7 +14,8 @@ from collector.model.raw import RawRecord
 
 OTEL_LOG = {"signal": "logs", "resource": {"attributes": {"service.name": "x"}, "schema_url": None},
             "scope": {"name": None, "version": None, "attributes": {}, "schema_url": None},
-            "log": {"body": "claude_code.api_request", "attributes": {"event.name": "api_request"}},
+            "log": {"body": "claude_code.api_request",
+                    "attributes": {"event.name": "api_request", "session.id": "s1", "model": "m"}},
             "received": 1796000000.0, "request": "d" * 32, "index": 0}
 
 
