@@ -41,3 +41,18 @@ def test_beside_the_tests_of_a_package_only_tests() -> None:
              if not p.name.startswith("test_") and p.name not in ("__init__.py", "conftest.py")]
     assert loose == []
 
+
+
+def test_no_two_test_modules_share_a_name() -> None:
+    """The tests' folders are not packages: pytest imports each test module by its bare name, so a second
+    tests/<x>/test_a.py beside tests/<y>/test_a.py stops the whole run at collection."""
+    seen: dict[str, str] = {}
+    twice = []
+    for path in sorted(TESTS.rglob("test_*.py")):
+        if "fixtures" in path.relative_to(TESTS).parts:
+            continue
+        rel = str(path.relative_to(TESTS))
+        if path.name in seen:
+            twice.append(f"{seen[path.name]} and {rel}")
+        seen.setdefault(path.name, rel)
+    assert twice == []
