@@ -86,7 +86,8 @@ class Merger:
             if entry["event.id"] != eid:  # the other lines of its message follow it there
                 keys.append(f"id:{entry['event.id']}")
                 entry["event.id"] = eid
-            changed = _merge(call, entry)
+            # an agent's own bookkeeping (agent.hook_event_name, ...) filled in is not worth a correction
+            changed = {k: v for k, v in _merge(call, entry).items() if not k.startswith("agent.")}
             self._alias(keys, eid)
             self.merged += 1
             earlier = batch.get(eid)
