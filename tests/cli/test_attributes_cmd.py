@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from support import FIXTURES, ROOT, read_output
+from support.processes import stop_gently
 from support.waits import wait_for
 
 QWEN_SPOOL = FIXTURES / "qwen-code" / "tool_then_answer" / "spool" / "qwen-code" / "qwen-code-2026-11-30.jsonl"
@@ -93,14 +93,8 @@ def daemon(tmp_path: Path) -> Iterator[Path]:
     try:
         yield home
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            log.close()
+        stop_gently(proc)
+        log.close()
 
 
 @pytest.mark.timeout(120)

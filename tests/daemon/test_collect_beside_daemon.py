@@ -10,7 +10,6 @@ import os
 import pty
 import select
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from support import FIXTURES, ROOT, collect, make_paths, read_output
+from support.processes import stop_gently
 
 from collector.daemon.backfill import Meter, ProgressState, render
 from collector.sources.base import SourceStats
@@ -63,13 +63,9 @@ def daemon(tmp_path: Path) -> Iterator[tuple[Path, subprocess.Popen[bytes]]]:
         assert proc.poll() is None and time.monotonic() < deadline, "the daemon did not start"
         time.sleep(0.1)
     yield home, proc
-    proc.send_signal(signal.SIGTERM)
     try:
-        proc.wait(timeout=20)
+        stop_gently(proc)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
         log.close()
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import html
 import json
 import re
-import signal
 import sqlite3
 import subprocess
 import threading
@@ -22,6 +21,7 @@ from typing import Any
 import pytest
 from support import ROOT
 from support.browser import CHROMIUM, Browser, login_link, shown_values, start_daemon
+from support.processes import stop_gently
 from support.usage import merged_fixtures
 from support.waits import free_port
 
@@ -95,12 +95,7 @@ def daemon(tmp_path: Path) -> Any:
         _wait_collected(paths, process, log)
         yield paths, port
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.communicate(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.communicate()
+        stop_gently(process)
 
 
 def _start_a_live_session(base: str, token: str) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import urllib.request
@@ -22,6 +21,7 @@ import pytest
 from support import ROOT
 from support.browser import CHROMIUM, Browser, env, login_link, shown_values, start_daemon
 from support.collect_once import collect_cli
+from support.processes import stop_gently
 from support.usage import merged_fixtures
 from support.waits import free_port, wait_for
 
@@ -77,12 +77,7 @@ def served(tmp_path: Path) -> Any:
         assert process.poll() is None, log.read_text()[-2000:]
         yield paths, port
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.communicate(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.communicate()
+        stop_gently(process)
 
 
 def _report(paths: Paths, port: int, session: str) -> dict[str, Any]:
