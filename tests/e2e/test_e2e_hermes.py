@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 from fake_llm import FakeLLMServer
 from pip_agents import ensure_pip_agent
-from support import entry_tokens, make_paths, read_output, tool_pairs, truth_from_lines
-from support.collect_once import collect_cli
+from support import entry_tokens, make_paths, tool_pairs, truth_from_lines
+from support.collect_once import collect_clean
 
 pytestmark = pytest.mark.e2e
 AGENT = "hermes"
@@ -58,9 +58,7 @@ class Run:
         assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
 
     def collect(self) -> list[dict[str, Any]]:
-        status = collect_cli(self.paths, timeout=120)
-        assert not status["pipeline"]["unreadable"] and not status["pipeline"]["parse_errors"], status["pipeline"]
-        return read_output(self.paths.output_dir)
+        return collect_clean(self.paths)
 
     def served(self) -> Counter[tuple[int, int, int, int]]:
         return truth_from_lines(self.server.responses)

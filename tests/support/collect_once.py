@@ -40,3 +40,10 @@ def assert_fixture_complete(paths: Paths, case: Path = CLAUDE) -> list[dict[str,
     assert_no_duplicates(entries)
     assert Counter(e["event.name"] for e in entries) == expected_counts(case)
     return entries
+
+
+def collect_clean(paths: Paths, timeout: float = 120) -> list[dict[str, Any]]:
+    """``collect --once`` that must leave nothing unread or unparsed; the whole output."""
+    status = collect_cli(paths, timeout=timeout)
+    assert not status["pipeline"]["unreadable"] and not status["pipeline"]["parse_errors"], status["pipeline"]
+    return read_output(paths.output_dir)
